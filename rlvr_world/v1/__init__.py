@@ -1,0 +1,1 @@
+"""Generated gRPC stubs (``make protos``); never edit by hand. Source: ``protos/rlvr_world/v1``."""
