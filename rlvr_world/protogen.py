@@ -1,9 +1,10 @@
 """Generate the Python gRPC stubs in ``rlvr_world/v1`` from ``protos/rlvr_world/v1/*.proto``.
 
-The ``.proto`` files are the only source of truth for the wire. The generated modules are committed
-so that an installed wheel needs no code generator, and ``tests/unit/test_protos.py`` regenerates them
-into a temporary folder and fails when the committed copies drift. Run ``make protos`` (or
-``python -m rlvr_world.protogen``) after editing a proto. Needs ``grpcio-tools`` (the ``dev`` extra).
+The ``.proto`` files are the only source of truth for the wire. The generated modules are
+committed so that an installed wheel needs no code generator, and ``tests/unit/test_protos.py``
+regenerates them into a temporary folder and fails when the committed copies drift. Run
+``make protos`` (or ``python -m rlvr_world.protogen``) after editing a proto. Needs
+``grpcio-tools`` (the ``dev`` extra).
 """
 
 from __future__ import annotations

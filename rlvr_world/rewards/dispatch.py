@@ -31,7 +31,7 @@ DATA_SOURCE_TO_TASK: dict[str, str] = {
 
 
 class TextScoreRequest(BaseModel):
-    """One verl-style request for a text task (one JSON Lines row of ``rlvr-world reward score``)."""
+    """One verl-style request for a text task (a JSON Lines row of ``rlvr-world reward score``)."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -79,7 +79,9 @@ def task_of(data_source: str) -> str:
         return DATA_SOURCE_TO_TASK[data_source]
     except KeyError:
         known = ", ".join(sorted(DATA_SOURCE_TO_TASK))
-        raise InvalidInput(f"data_source: unknown {data_source!r}; expected one of {known}") from None
+        raise InvalidInput(
+            f"data_source: unknown {data_source!r}; expected one of {known}"
+        ) from None
 
 
 def score_text(req: TextScoreRequest) -> RewardResult:
@@ -92,7 +94,7 @@ def score_text(req: TextScoreRequest) -> RewardResult:
 
 
 def score_mapping(row: Mapping[str, Any]) -> RewardResult:
-    """Validate a raw mapping (a JSON line, an HTTP body) and score it; bad shape -> invalid_input."""
+    """Validate a raw mapping (a JSON line, an HTTP body) and score it; bad shape: invalid_input."""
     from pydantic import ValidationError
 
     try:

@@ -1,0 +1,192 @@
+"""Web-page world-model reward: F1 of exact item matches between predicted and true tree diffs.
+
+The model answers with three sections of accessibility-tree lines (REFERENCE.md §2)::
+
+    New items:
+    [1273] StaticText 'Vortex Running Shoes'
+
+    Deleted items:
+    None
+
+    Updated items:
+    [1220] textbox '' focused: True
+
+Items are compared as exact strings per section and micro-averaged over the three sections into
+precision, recall and F1.
+
+Variants
+--------
+``paper`` reproduces ``web_agent.compute_score`` of the reference code result for result
+(``golden_web.jsonl``): headers are case-sensitive and must start the stripped line, text after the
+colon on a header line is discarded, repeated headers merge, the end-of-sequence text glued to the
+last line breaks that item, and the Hungarian threshold ``p`` degenerates to ``min(|GT|, |Pred|)``
+for ``p >= 10000``.
+
+``strict`` (the default) keeps the metric and normalises only what cannot change an item's meaning:
+
+1. End-of-sequence texts (``<｜end▁of▁sentence｜>``, ``<|endoftext|>``, ``<|im_end|>``,
+   ``<|eot_id|>``, ``</s>``) are removed, so the last item is not corrupted (REFERENCE §7.6).
+2. Reasoning up to the last ``</think>`` is dropped, so a draft inside the reasoning is not scored.
+3. Headers are recognised case-insensitively and with Markdown decoration (``**New items:**``,
+   ``### Deleted Items:``): those lines can only be headers.
+4. Text after the colon on a header line is an item (``New items: None`` predicts ``None``).
+5. A repeated header starts the section afresh (the last answer wins) instead of merging drafts.
+6. A Markdown bullet (``-``, ``*``, ``•``) in front of an item that starts with ``[`` is removed,
+   and runs of spaces and tabs inside an item collapse to one space: tree lines never start with a
+   bullet, and the tree renderer never emits double spaces.
+
+Left alone on purpose: quote style, attribute order, unicode escapes, and the literal ``None``
+(the "section unchanged" marker is scored as an item in both variants, as in the paper's data).
+"""
+
+from __future__ import annotations
+
+import re
+
+from rlvr_world.rewards.types import RewardResult, Status, failed
+
+SECTIONS: tuple[str, ...] = ("New items", "Deleted items", "Updated items")
+#: The reference's Hungarian costs: 0 for identical strings, this for any other pair.
+MISMATCH_COST = 10000.0
+#: Longest prediction or ground truth scored, in characters (a 7288-token answer is ~30k chars).
+MAX_TEXT_CHARS = 2_000_000
+
+EOS_TEXTS: tuple[str, ...] = (
+    "<｜end▁of▁sentence｜>",
+    "<|endoftext|>",
+    "<|im_end|>",
+    "<|eot_id|>",
+    "</s>",
+)
+_STRICT_HEADER = re.compile(
+    r"^[#>*_\s]*(new|deleted|updated)\s+items\s*[*_]*\s*:\s*[*_]*\s*(.*)$", re.IGNORECASE
+)
+_BULLET = re.compile(r"^(?:[-*•]|\d+[.)])\s+(?=\[)")
+_SPACES = re.compile(r"[ \t]+")
+
+Parsed = dict[str, set[str]]
+
+
+def parse_sections_paper(text: str) -> tuple[Parsed, bool]:
+    """``parse_magento_log`` of the reference (case-sensitive headers, inline text discarded);
+    also say whether any header was found."""
+    sections: Parsed = {name: set() for name in SECTIONS}
+    current: str | None = None
+    for raw in text.split("\n"):
+        line = raw.strip()
+        if not line:
+            continue
+        header = next((name for name in SECTIONS if line.startswith(name + ":")), None)
+        if header is not None:
+            current = header
+        elif current is not None:
+            sections[current].add(line)
+    return sections, current is not None
+
+
+def strip_eos(text: str) -> str:
+    """Remove every end-of-sequence text (they can only come from decoding special tokens)."""
+    for eos in EOS_TEXTS:
+        text = text.replace(eos, "")
+    return text
+
+
+def _normalise_item(line: str) -> str:
+    return _SPACES.sub(" ", _BULLET.sub("", line)).strip()
+
+
+def parse_sections_strict(text: str) -> tuple[Parsed, bool]:
+    """Parse with the strict normalisations; also say whether any header was found."""
+    text = strip_eos(text).rsplit("</think>", 1)[-1]
+    sections: Parsed = {name: set() for name in SECTIONS}
+    current: str | None = None
+    found = False
+    for raw in text.splitlines():
+        line = raw.strip()
+        if not line:
+            continue
+        match = _STRICT_HEADER.match(line)
+        if match is not None:
+            current = f"{match.group(1).capitalize()} items"
+            sections[current] = set()
+            found = True
+            line = match.group(2).strip()
+            if not line:
+                continue
+        if current is not None:
+            item = _normalise_item(line)
+            if item:
+                sections[current].add(item)
+    return sections, found
+
+
+def hungarian_matches(truth: set[str], pred: set[str], p: float) -> int:
+    """Number of assigned pairs with cost <= p under the reference's 0/10000 cost matrix.
+
+    With unique strings on each side, the optimal assignment pairs every identical string, so for
+    ``0 <= p < 10000`` this is the size of the intersection; for ``p >= 10000`` every assigned pair
+    counts (``min`` of the sizes), which is the reference's degenerate case (golden web_036).
+    """
+    if not truth or not pred or p < 0:
+        return 0
+    if p >= MISMATCH_COST:
+        return min(len(truth), len(pred))
+    return len(truth & pred)
+
+
+def f1_of(truth: Parsed, pred: Parsed, p: float) -> dict[str, float]:
+    """Micro-averaged precision, recall and F1 over the ground truth's sections."""
+    matched = sum(hungarian_matches(truth[s], pred.get(s, set()), p) for s in truth)
+    n_truth = sum(len(items) for items in truth.values())
+    n_pred = sum(len(pred.get(s, set())) for s in truth)
+    precision = matched / n_pred if n_pred else 0.0
+    recall = matched / n_truth if n_truth else 0.0
+    f1 = 2 * precision * recall / (precision + recall) if precision + recall > 0 else 0.0
+    return {
+        "f1": f1,
+        "precision": precision,
+        "recall": recall,
+        "matched_items": float(matched),
+        "predicted_items": float(n_pred),
+        "target_items": float(n_truth),
+    }
+
+
+def score_web(
+    solution_str: str, ground_truth: str, *, variant: str = "strict", p: float = 0.0
+) -> RewardResult:
+    """F1 reward of a predicted web-page diff. Never raises.
+
+    ``p`` is the reference's Hungarian threshold (its dispatcher always passes the default 0.0).
+    """
+    if variant not in ("paper", "strict"):
+        return failed(
+            Status.INVALID_INPUT, f"variant: expected 'paper' or 'strict', got {variant!r}"
+        )
+    if not isinstance(solution_str, str) or not isinstance(ground_truth, str):
+        return failed(Status.INVALID_INPUT, "solution_str and ground_truth must be strings")
+    if len(ground_truth) > MAX_TEXT_CHARS:
+        return failed(Status.INVALID_INPUT, f"ground_truth: longer than {MAX_TEXT_CHARS} chars")
+    if len(solution_str) > MAX_TEXT_CHARS:
+        return failed(Status.UNPARSEABLE, f"solution_str: longer than {MAX_TEXT_CHARS} chars")
+    if variant == "paper":
+        truth, _ = parse_sections_paper(ground_truth)
+        pred, pred_found = parse_sections_paper(solution_str)
+    else:
+        truth, truth_found = parse_sections_strict(ground_truth)
+        if not truth_found:
+            return failed(
+                Status.INVALID_INPUT,
+                "ground_truth: no 'New items:', 'Deleted items:' or 'Updated items:' section",
+            )
+        pred, pred_found = parse_sections_strict(solution_str)
+    metrics = f1_of(truth, pred, p)
+    if not pred_found:
+        # The reference scores this 0 as well; the status says it was not an answer at all.
+        return RewardResult(
+            reward=metrics["f1"],
+            status=Status.UNPARSEABLE,
+            metrics=metrics,
+            message="solution_str: no recognised section header",
+        )
+    return RewardResult(reward=metrics["f1"], status=Status.OK, metrics=metrics)
