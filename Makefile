@@ -1,0 +1,44 @@
+# Everything runs from a project virtual environment in .venv, made on first use.
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed-stamp
+export OMP_NUM_THREADS ?= 1
+
+.PHONY: setup run test lint unit slow protos bench clean
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --no-compile -e '.[dev]'
+	touch $(STAMP)
+
+setup: $(STAMP)
+
+# Main job on the embedded default: score the example requests in process.
+run: $(STAMP)
+	$(BIN)/rlvr-world reward score --input examples/score_requests.jsonl --output runs/example/scores.jsonl
+	@echo "results: runs/example/scores.jsonl"
+
+lint: $(STAMP)
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/mypy
+
+# The test command of the README and of CI: lint, type-check, then every test not marked slow.
+test: lint
+	$(BIN)/python -m pytest
+
+unit: $(STAMP)
+	$(BIN)/python -m pytest tests/unit
+
+slow: $(STAMP)
+	$(BIN)/python -m pytest -m slow
+
+protos: $(STAMP)
+	$(BIN)/python -m rlvr_world.protogen
+
+bench: $(STAMP)
+	for b in bench/*.py; do echo "== $$b"; $(BIN)/python $$b || exit 1; done
+
+clean:
+	rm -rf $(VENV) runs .pytest_cache .mypy_cache .ruff_cache

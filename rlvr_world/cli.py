@@ -1,0 +1,103 @@
+"""``rlvr-world`` command line. Thin: parse arguments, import the heavy module lazily, run.
+
+Subcommands:
+  reward score   score a JSON Lines file of verl-style requests, in process or through a server
+  serve reward   run the reward service (gRPC + HTTP gateway)
+  train          run the GRPO trainer fed by the Redis Stream
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from collections.abc import Callable, Sequence
+from importlib import import_module
+from typing import Any
+
+from rlvr_world import __version__
+
+Handler = Callable[[argparse.Namespace], int]
+
+#: (module, function adding the subparser) for subcommands owned by other packages. Imported when
+#: the parser is built; those modules keep their own heavy imports inside their run functions.
+_EXTERNAL_PARSERS: tuple[tuple[str, str], ...] = (
+    ("services.reward.cli", "add_serve_reward_parser"),
+    ("trainer.cli", "add_train_parser"),
+)
+
+
+def _add_reward_parser(sub: Any) -> None:
+    reward = sub.add_parser("reward", help="reward scoring")
+    reward_sub = reward.add_subparsers(dest="reward_command", required=True)
+    score = reward_sub.add_parser(
+        "score",
+        help="score a JSON Lines file of verl-style requests",
+        description=(
+            "Each input line: {data_source, solution_str, ground_truth, extra_info, "
+            "variant?, reward_type?}. Each output line, in input order: "
+            "{reward, status, metrics, message?}. A malformed line gets its own error line."
+        ),
+    )
+    score.add_argument("--input", required=True, help="JSON Lines file, or - for stdin")
+    score.add_argument("--output", required=True, help="JSON Lines file, or - for stdout")
+    score.add_argument(
+        "--server",
+        default=None,
+        help="score through a running reward service at this gRPC address (host:port, "
+        "several comma-separated, or dns:///name:port) instead of in process",
+    )
+    score.add_argument(
+        "--variant",
+        choices=("paper", "strict"),
+        default=None,
+        help="default variant for lines that do not set one (default: strict)",
+    )
+    score.add_argument("--quiet", action="store_true", help="no summary on stderr")
+    score.set_defaults(handler=_run_reward_score)
+
+
+def _run_reward_score(args: argparse.Namespace) -> int:
+    from rlvr_world.batch import score_file
+
+    return score_file(
+        args.input, args.output, server=args.server, variant=args.variant, quiet=args.quiet
+    )
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="rlvr-world",
+        description="Post-train world models with RL from verifiable rewards.",
+    )
+    parser.add_argument("--version", action="version", version=f"rlvr-world {__version__}")
+    parser.add_argument(
+        "--log-level", default="INFO", choices=("DEBUG", "INFO", "WARNING", "ERROR")
+    )
+    sub = parser.add_subparsers(dest="command", required=True)
+    _add_reward_parser(sub)
+    for module_name, func_name in _EXTERNAL_PARSERS:
+        try:
+            module = import_module(module_name)
+        except ModuleNotFoundError as exc:
+            if exc.name is not None and module_name.startswith(exc.name):
+                continue  # that part of the system is not installed in this environment
+            raise
+        getattr(module, func_name)(sub)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    logging.basicConfig(
+        level=getattr(logging, args.log_level),
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+        stream=sys.stderr,
+    )
+    handler: Handler = args.handler
+    return handler(args)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
