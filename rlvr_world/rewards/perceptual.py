@@ -1,0 +1,270 @@
+"""Perceptual frame distances for the video reward: LPIPS (paper) and ST-LPIPS (works offline).
+
+What it does: builds batched ``PerceptualScorer``s (see ``rlvr_world.rewards.video``) over torch
+modules, loads their weights from local files only, and runs them in micro-batches under
+``torch.inference_mode`` in float32 (the reference ran LPIPS under bf16 autocast; we keep float32
+for reproducibility). Inputs are frames in [0, 1], scaled to ``x*2-1`` (``normalize=True``), and
+the distance is the mean over the spatial output, as the reference's
+``vgg_lpips(...).mean(dim=(1, 2, 3))``.
+One-channel frames are repeated to three channels.
+
+* ``lpips``: the ``lpips`` package (v0.1 linear heads shipped in the wheel). Its torchvision
+  backbone (ImageNet VGG16 or AlexNet) is *not* downloaded: it is read from an explicit path, the
+  ``RLVR_LPIPS_BACKBONE_PATH`` environment variable, or torch hub's cache
+  (``torch.hub.get_dir()/checkpoints/<torchvision file name>``), in that order, and loaded with
+  every backbone tensor checked. With none of them, ``LPIPSWeightsUnavailable`` says where to put
+  the file. Never a silently random network.
+* ``stlpips``: shift-tolerant LPIPS from ``stlpips-pytorch``; its ``.pth`` files hold the backbone
+  and the heads, so it needs no download. It is a different metric from LPIPS, named as such.
+
+What it does not do: no thread settings (callers call ``torch.set_num_threads``), no network access,
+no gradients. torch, torchvision, lpips and stlpips_pytorch are imported lazily.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+import warnings
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+from rlvr_world.rewards.types import InvalidInput
+from rlvr_world.rewards.video import LPIPS_NETS, PERCEPTUAL_METRICS, PerceptualScorer
+
+if TYPE_CHECKING:
+    import torch
+
+logger = logging.getLogger(__name__)
+
+FloatArray = NDArray[np.float64]
+
+#: Environment variable naming a local torchvision backbone checkpoint for LPIPS.
+BACKBONE_ENV = "RLVR_LPIPS_BACKBONE_PATH"
+DEFAULT_BATCH_SIZE = 8
+#: Smallest frame side the backbones accept (VGG pools four times before relu5_3).
+MIN_SIDE = 16
+_TORCHVISION_WEIGHTS = {"vgg": "VGG16_Weights", "alex": "AlexNet_Weights"}
+_SLICE_KEY = re.compile(r"slice\d+\.(\d+)\.(.+)")
+_HEAD_KEY = re.compile(r"lin\d+\.")
+
+
+class LPIPSWeightsUnavailable(RuntimeError):
+    """The ImageNet backbone LPIPS needs is not on this machine."""
+
+
+@dataclass
+class TorchPerceptualScorer:
+    """A ``PerceptualScorer`` over an LPIPS-style module ``module(a, b, normalize=True)``."""
+
+    metric: str
+    net: str
+    module: torch.nn.Module
+    device: str
+    batch_size: int = DEFAULT_BATCH_SIZE
+
+    def __post_init__(self) -> None:
+        if self.batch_size < 1:
+            raise InvalidInput(f"batch_size: must be >= 1, got {self.batch_size}")
+
+    def __call__(self, pred: FloatArray, target: FloatArray) -> FloatArray:
+        """Distances ``(N,)`` between frames ``(N, H, W, C)`` in [0, 1], in micro-batches."""
+        _check_batch(pred, target)
+        import torch
+
+        out = np.empty(pred.shape[0], dtype=np.float64)
+        with torch.inference_mode():
+            for start in range(0, pred.shape[0], self.batch_size):
+                stop = start + self.batch_size
+                a = self._to_tensor(pred[start:stop])
+                b = self._to_tensor(target[start:stop])
+                dist = self.module(a, b, normalize=True)
+                out[start:stop] = dist.mean(dim=(1, 2, 3)).double().cpu().numpy()
+        return out
+
+    def _to_tensor(self, frames: NDArray[Any]) -> torch.Tensor:
+        import torch
+
+        x = torch.from_numpy(np.ascontiguousarray(frames, dtype=np.float32))
+        x = x.permute(0, 3, 1, 2).to(self.device)
+        return x.expand(-1, 3, -1, -1) if x.shape[1] == 1 else x
+
+
+def _check_batch(pred: NDArray[Any], target: NDArray[Any]) -> None:
+    if pred.ndim != 4 or pred.shape[-1] not in (1, 3):
+        raise InvalidInput(f"perceptual: expected frames (N, H, W, 1|3), got {pred.shape}")
+    if pred.shape != target.shape:
+        raise InvalidInput(f"perceptual: prediction {pred.shape} and target {target.shape} differ")
+    if min(pred.shape[1], pred.shape[2]) < MIN_SIDE:
+        raise InvalidInput(
+            f"perceptual: frames need at least {MIN_SIDE}x{MIN_SIDE} pixels, got {pred.shape[1:3]}"
+        )
+
+
+def default_device() -> str:
+    """``cuda`` when torch sees a GPU, else ``cpu``."""
+    import torch
+
+    return "cuda" if torch.cuda.is_available() else "cpu"
+
+
+# --------------------------------------------------------------------------------------------
+# LPIPS (paper): local backbone weights
+
+
+def backbone_filename(net: str) -> str:
+    """The file name torchvision's hub cache uses for the ImageNet backbone of ``net``."""
+    import torchvision.models
+
+    weights = getattr(torchvision.models, _TORCHVISION_WEIGHTS[net]).IMAGENET1K_V1
+    return str(weights.url).rsplit("/", 1)[-1]
+
+
+def backbone_cache_path(net: str) -> Path:
+    """Where torch hub keeps the backbone: ``torch.hub.get_dir()/checkpoints/<file>``."""
+    import torch
+
+    return Path(torch.hub.get_dir()) / "checkpoints" / backbone_filename(net)
+
+
+def resolve_backbone_path(net: str, weights_path: str | os.PathLike[str] | None = None) -> Path:
+    """The backbone file: ``weights_path``, else ``$RLVR_LPIPS_BACKBONE_PATH``, else the hub cache.
+
+    Raises ``LPIPSWeightsUnavailable`` naming every place looked at.
+    """
+    if weights_path is not None:
+        path = Path(weights_path)
+        if not path.is_file():
+            raise LPIPSWeightsUnavailable(f"LPIPS backbone weights_path {path} is not a file")
+        return path
+    env = os.environ.get(BACKBONE_ENV)
+    if env:
+        path = Path(env)
+        if not path.is_file():
+            raise LPIPSWeightsUnavailable(f"{BACKBONE_ENV}={env} is not a file")
+        return path
+    cached = backbone_cache_path(net)
+    if cached.is_file():
+        return cached
+    raise LPIPSWeightsUnavailable(
+        f"LPIPS({net}) needs the ImageNet {net} backbone weights, which cannot be downloaded here. "
+        f"Put torchvision's {backbone_filename(net)} at {cached} (torch hub cache), or set "
+        f"{BACKBONE_ENV} to a local copy, or pass its path. ST-LPIPS (metric 'stlpips', weights "
+        "inside the stlpips-pytorch wheel) works offline, but it is a different metric."
+    )
+
+
+def _load_lpips_backbone(backbone: torch.nn.Module, path: Path) -> None:
+    """Load torchvision ``features.<i>.*`` tensors into lpips' ``slice<k>.<i>.*``, strictly."""
+    import torch
+
+    state = torch.load(path, map_location="cpu", weights_only=True)
+    mapped: dict[str, torch.Tensor] = {}
+    missing: list[str] = []
+    for key in backbone.state_dict():
+        match = _SLICE_KEY.fullmatch(key)
+        source = f"features.{match.group(1)}.{match.group(2)}" if match else key
+        if source in state:
+            mapped[key] = state[source]
+        else:
+            missing.append(source)
+    if missing:
+        raise LPIPSWeightsUnavailable(
+            f"{path} is not a torchvision backbone for this net: missing {', '.join(missing[:5])}"
+        )
+    try:
+        backbone.load_state_dict(mapped, strict=True)
+    except RuntimeError as exc:
+        raise LPIPSWeightsUnavailable(f"{path} does not fit the LPIPS backbone: {exc}") from exc
+
+
+def _load_checked(module: torch.nn.Module, path: Path, may_lack: re.Pattern[str]) -> None:
+    """Load ``path`` into ``module``; every key not matching ``may_lack`` must be in the file."""
+    import torch
+
+    state = torch.load(path, map_location="cpu", weights_only=True)
+    result = module.load_state_dict(state, strict=False)
+    lacking = [k for k in result.missing_keys if not may_lack.match(k)]
+    if result.unexpected_keys or lacking:
+        raise RuntimeError(
+            f"{path}: unexpected keys {result.unexpected_keys[:5]}, missing keys {lacking[:5]}"
+        )
+
+
+def load_lpips(net: str, weights_path: str | os.PathLike[str] | None = None) -> torch.nn.Module:
+    """``lpips.LPIPS(net)`` in eval mode with the v0.1 heads and a local ImageNet backbone."""
+    path = resolve_backbone_path(net, weights_path)
+    import lpips
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)  # torchvision's "pretrained is deprecated"
+        model: torch.nn.Module = lpips.LPIPS(
+            net=net, pretrained=False, pnet_rand=True, verbose=False
+        )
+    heads = Path(lpips.__file__).parent / "weights" / "v0.1" / f"{net}.pth"
+    # The heads file holds lin<k>.*; the backbone (net.*), the lins.<k> aliases of the same heads
+    # and the constant scaling buffers come from elsewhere.
+    _load_checked(model, heads, re.compile(r"net\.|lins\.|scaling_layer\."))
+    _load_lpips_backbone(model.get_submodule("net"), path)
+    logger.info("LPIPS(%s): heads %s, backbone %s", net, heads, path)
+    return model.eval()
+
+
+# --------------------------------------------------------------------------------------------
+# ST-LPIPS: everything inside the wheel
+
+
+def stlpips_weights_path(net: str) -> Path:
+    """The shift-tolerant weights shipped in ``stlpips_pytorch`` (backbone and heads)."""
+    import stlpips_pytorch
+
+    return (
+        Path(stlpips_pytorch.__file__).parent / "weights" / "vST0.0" / f"{net}_shift_tolerant.pth"
+    )
+
+
+def load_stlpips(net: str) -> torch.nn.Module:
+    """Shift-tolerant LPIPS(``net``) in eval mode, weights from the wheel (no download)."""
+    from stlpips_pytorch import stlpips
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)
+        model: torch.nn.Module = stlpips.LPIPS(
+            net=net, variant="shift_tolerant", pretrained=False, verbose=False
+        )
+    path = stlpips_weights_path(net)
+    # The file has every tensor; only the lins.<k> aliases of lin<k> are absent.
+    _load_checked(model, path, re.compile(r"lins\."))
+    logger.info("ST-LPIPS(%s): weights %s", net, path)
+    return model.eval()
+
+
+def make_perceptual(
+    name: str,
+    net: str = "vgg",
+    device: str | None = None,
+    weights_path: str | os.PathLike[str] | None = None,
+    batch_size: int = DEFAULT_BATCH_SIZE,
+) -> PerceptualScorer:
+    """A ready ``PerceptualScorer``: ``name`` is ``lpips`` or ``stlpips``, ``net`` vgg or alex.
+
+    ``device`` defaults to ``cuda`` when available. ``weights_path`` (LPIPS only) is a torchvision
+    backbone checkpoint; see ``resolve_backbone_path``. Raises ``InvalidInput`` for unknown names
+    and ``LPIPSWeightsUnavailable`` when the LPIPS backbone is not on this machine.
+    """
+    if name not in PERCEPTUAL_METRICS:
+        raise InvalidInput(f"name: {name!r} is not one of {', '.join(PERCEPTUAL_METRICS)}")
+    if net not in LPIPS_NETS:
+        raise InvalidInput(f"net: {net!r} is not one of {', '.join(LPIPS_NETS)}")
+    if name == "stlpips" and weights_path is not None:
+        raise InvalidInput("weights_path: only LPIPS takes a backbone path; ST-LPIPS ships its own")
+    module = load_lpips(net, weights_path) if name == "lpips" else load_stlpips(net)
+    dev = device or default_device()
+    return TorchPerceptualScorer(
+        metric=name, net=net, module=module.to(dev), device=dev, batch_size=batch_size
+    )
