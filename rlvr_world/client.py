@@ -1,0 +1,366 @@
+"""Client SDK of the reward service over gRPC: ``RewardClient`` (sync) and ``AsyncRewardClient``.
+
+Addresses: ``host:port``; several, comma-separated (``h1:50051,h2:50051``), used round-robin with
+fail-over to the next on ``UNAVAILABLE``; or one ``dns:///name:port`` target, which gRPC resolves to
+every address of the name and balances with its ``round_robin`` policy (docker compose
+``--scale reward=N``, Kubernetes headless services). Calls are retried with exponential backoff
+and jitter on ``UNAVAILABLE`` and ``DEADLINE_EXCEEDED``; when every attempt fails the client raises
+``RewardServiceUnavailable`` naming the addresses and the last error. ``INVALID_ARGUMENT`` is not
+retried: it raises ``InvalidInput`` with the server's message (the ``*_verl`` helpers return it as a
+result with status ``invalid_input`` instead, like the in-process ``score_mapping``).
+
+The bearer token comes from ``token=`` or ``RLVR_REWARD_API_TOKEN``; TLS from ``root_cert=``.
+What it does not do: pooled connections per address beyond one channel each, or hedged requests.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import random
+import time
+from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import grpc
+import numpy as np
+
+from rlvr_world.rewards.dispatch import task_of
+from rlvr_world.rewards.types import InvalidInput, RewardResult, Status, failed
+from rlvr_world.v1 import common_pb2, reward_pb2, reward_pb2_grpc
+
+RETRYABLE = (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED)
+_STATUS = {
+    common_pb2.REWARD_STATUS_OK: Status.OK,
+    common_pb2.REWARD_STATUS_UNPARSEABLE: Status.UNPARSEABLE,
+    common_pb2.REWARD_STATUS_INVALID_INPUT: Status.INVALID_INPUT,
+    common_pb2.REWARD_STATUS_TIMEOUT: Status.TIMEOUT,
+    common_pb2.REWARD_STATUS_ERROR: Status.ERROR,
+}
+_TASKS = {"text_game": common_pb2.TASK_TEXT_GAME, "web": common_pb2.TASK_WEB}
+
+
+class RewardServiceUnavailable(ConnectionError):
+    """Every attempt on every address failed with a retryable error."""
+
+    def __init__(self, addresses: Sequence[str], attempts: int, last: grpc.RpcError | None):
+        self.addresses = list(addresses)
+        self.last_error = last
+        detail = f"{last.code().name}: {last.details()}" if last is not None else "no attempt made"
+        super().__init__(
+            f"reward service unavailable at {', '.join(addresses)} after {attempts} attempts; "
+            f"last error {detail}"
+        )
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    """Exponential backoff: ``initial_s * multiplier**k``, capped, with +-50% jitter."""
+
+    attempts: int = 5
+    initial_s: float = 0.05
+    multiplier: float = 2.0
+    max_s: float = 2.0
+
+    def delay(self, attempt: int) -> float:
+        base = min(self.max_s, self.initial_s * self.multiplier**attempt)
+        return base * random.uniform(0.5, 1.5)
+
+
+def split_addresses(address: str | Sequence[str]) -> list[str]:
+    """``"h1:1,h2:2"`` or a list -> targets; a ``dns:///`` target stays one channel."""
+    items = address.split(",") if isinstance(address, str) else list(address)
+    out = [a.strip() for a in items if a.strip()]
+    if not out:
+        raise ValueError("address: give host:port, several comma-separated, or dns:///name:port")
+    return out
+
+
+def channel_options(max_message_bytes: int) -> list[tuple[str, Any]]:
+    config: dict[str, Any] = {"loadBalancingConfig": [{"round_robin": {}}]}
+    return [
+        ("grpc.service_config", json.dumps(config)),
+        ("grpc.max_receive_message_length", max_message_bytes),
+        ("grpc.max_send_message_length", max_message_bytes),
+        ("grpc.enable_retries", 0),
+    ]
+
+
+# ---------------------------------------------------------------- request builders
+
+
+def verl_request(row: Mapping[str, Any], request_id: str = "") -> reward_pb2.ScoreRequest:
+    """A verl-style mapping -> proto request; ``InvalidInput`` naming the field."""
+    for name in ("data_source", "solution_str", "ground_truth"):
+        if not isinstance(row.get(name), str):
+            raise InvalidInput(f"{name}: required string, got {type(row.get(name)).__name__}")
+    task = task_of(row["data_source"])
+    extra = row.get("extra_info")
+    if extra is None:
+        extra_json = ""
+    elif isinstance(extra, str):
+        extra_json = extra
+    else:
+        extra_json = json.dumps(extra)
+    return reward_pb2.ScoreRequest(
+        request_id=request_id,
+        task=_TASKS[task],
+        text=row["solution_str"],
+        ground_truth=row["ground_truth"],
+        extra_info_json=extra_json,
+        options=reward_pb2.ScoreOptions(
+            variant=str(row.get("variant") or ""), reward_type=str(row.get("reward_type") or "")
+        ),
+    )
+
+
+def _tensor(arr: np.ndarray) -> common_pb2.Tensor:
+    a = np.ascontiguousarray(arr)
+    a = a.astype(a.dtype.newbyteorder("<"), copy=False)
+    return common_pb2.Tensor(data=a.tobytes(), shape=list(a.shape), dtype=a.dtype.name)
+
+
+def frames_request(
+    pred: np.ndarray,
+    target: np.ndarray,
+    previous_frame: np.ndarray | None = None,
+    *,
+    weights: Mapping[str, float] | None = None,
+    aggregation: str = "",
+    lpips_net: str = "",
+    request_id: str = "",
+) -> reward_pb2.ScoreRequest:
+    """Video request from numpy frames (T, H, W, C) or (H, W, C), uint8 or float in [0, 1]."""
+    req = reward_pb2.ScoreRequest(
+        request_id=request_id,
+        task=common_pb2.TASK_VIDEO,
+        frames=_tensor(pred),
+        target_frames=_tensor(target),
+        options=reward_pb2.ScoreOptions(
+            video=reward_pb2.VideoOptions(
+                weights=dict(weights or {}), aggregation=aggregation, lpips_net=lpips_net
+            )
+        ),
+    )
+    if previous_frame is not None:
+        req.previous_frame.CopyFrom(_tensor(previous_frame))
+    return req
+
+
+def to_result(resp: reward_pb2.ScoreResponse) -> RewardResult:
+    return RewardResult(
+        reward=resp.reward,
+        status=_STATUS.get(resp.status, Status.ERROR),
+        metrics=dict(resp.metrics),
+        message=resp.message,
+    )
+
+
+def _invalid(err: grpc.RpcError) -> InvalidInput:
+    return InvalidInput(str(err.details()))
+
+
+class _Base:
+    def __init__(
+        self,
+        address: str | Sequence[str] | None,
+        *,
+        token: str | None,
+        root_cert: str | Path | None,
+        timeout_s: float,
+        retry: RetryPolicy | None,
+        max_message_bytes: int,
+    ) -> None:
+        address = address or os.environ.get("RLVR_REWARD_ADDRESS", "127.0.0.1:50051")
+        self.addresses = split_addresses(address)
+        token = token if token is not None else os.environ.get("RLVR_REWARD_API_TOKEN") or None
+        self._metadata = (("authorization", f"Bearer {token}"),) if token else ()
+        self._creds = (
+            grpc.ssl_channel_credentials(Path(root_cert).read_bytes()) if root_cert else None
+        )
+        self.timeout_s = timeout_s
+        self.retry = retry or RetryPolicy()
+        self._options = channel_options(max_message_bytes)
+        self._next = 0
+
+    def _pick(self) -> int:
+        i = self._next % len(self.addresses)
+        self._next += 1
+        return i
+
+
+class RewardClient(_Base):
+    """Blocking client; thread-safe (gRPC channels are)."""
+
+    def __init__(
+        self,
+        address: str | Sequence[str] | None = None,
+        *,
+        token: str | None = None,
+        root_cert: str | Path | None = None,
+        timeout_s: float = 60.0,
+        retry: RetryPolicy | None = None,
+        max_message_bytes: int = 64 * 1024 * 1024,
+    ) -> None:
+        super().__init__(
+            address,
+            token=token,
+            root_cert=root_cert,
+            timeout_s=timeout_s,
+            retry=retry,
+            max_message_bytes=max_message_bytes,
+        )
+        self._channels = [self._channel(a) for a in self.addresses]
+        self._stubs = [reward_pb2_grpc.RewardServiceStub(ch) for ch in self._channels]  # type: ignore[no-untyped-call]
+
+    def _channel(self, target: str) -> grpc.Channel:
+        if self._creds is not None:
+            return grpc.secure_channel(target, self._creds, options=self._options)
+        return grpc.insecure_channel(target, options=self._options)
+
+    def _call(self, method: str, request: Any) -> Any:
+        last: grpc.RpcError | None = None
+        for attempt in range(self.retry.attempts):
+            stub = self._stubs[self._pick()]
+            try:
+                return getattr(stub, method)(
+                    request, timeout=self.timeout_s, metadata=self._metadata
+                )
+            except grpc.RpcError as err:
+                if err.code() == grpc.StatusCode.INVALID_ARGUMENT:
+                    raise _invalid(err) from None
+                if err.code() not in RETRYABLE:
+                    raise
+                last = err
+            if attempt + 1 < self.retry.attempts:
+                time.sleep(self.retry.delay(attempt))
+        raise RewardServiceUnavailable(self.addresses, self.retry.attempts, last)
+
+    def score(self, request: reward_pb2.ScoreRequest) -> RewardResult:
+        return to_result(self._call("Score", request))
+
+    def score_batch(self, requests: Sequence[reward_pb2.ScoreRequest]) -> list[RewardResult]:
+        resp = self._call("ScoreBatch", reward_pb2.ScoreBatchRequest(requests=list(requests)))
+        return [to_result(r) for r in resp.responses]
+
+    def score_verl(self, row: Mapping[str, Any]) -> RewardResult:
+        """Score one verl-style mapping; bad input comes back as status ``invalid_input``."""
+        try:
+            return self.score(verl_request(row))
+        except InvalidInput as exc:
+            return failed(Status.INVALID_INPUT, str(exc))
+
+    def score_verl_batch(self, rows: Iterable[Mapping[str, Any]]) -> list[RewardResult]:
+        """Score verl-style mappings in one call (bad requests fail the whole batch)."""
+        return self.score_batch([verl_request(r, str(i)) for i, r in enumerate(rows)])
+
+    def score_frames(
+        self,
+        pred: np.ndarray,
+        target: np.ndarray,
+        previous_frame: np.ndarray | None = None,
+        **kw: Any,
+    ) -> RewardResult:
+        return self.score(frames_request(pred, target, previous_frame, **kw))
+
+    def close(self) -> None:
+        for ch in self._channels:
+            ch.close()
+
+    def __enter__(self) -> RewardClient:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+class AsyncRewardClient(_Base):
+    """asyncio client (``grpc.aio``); create and use it inside one event loop."""
+
+    def __init__(
+        self,
+        address: str | Sequence[str] | None = None,
+        *,
+        token: str | None = None,
+        root_cert: str | Path | None = None,
+        timeout_s: float = 60.0,
+        retry: RetryPolicy | None = None,
+        max_message_bytes: int = 64 * 1024 * 1024,
+    ) -> None:
+        super().__init__(
+            address,
+            token=token,
+            root_cert=root_cert,
+            timeout_s=timeout_s,
+            retry=retry,
+            max_message_bytes=max_message_bytes,
+        )
+        self._channels = [self._channel(a) for a in self.addresses]
+        self._stubs = [reward_pb2_grpc.RewardServiceStub(ch) for ch in self._channels]  # type: ignore[no-untyped-call]
+
+    def _channel(self, target: str) -> grpc.aio.Channel:
+        if self._creds is not None:
+            return grpc.aio.secure_channel(target, self._creds, options=self._options)
+        return grpc.aio.insecure_channel(target, options=self._options)
+
+    async def _call(self, method: str, request: Any) -> Any:
+        last: grpc.RpcError | None = None
+        for attempt in range(self.retry.attempts):
+            stub = self._stubs[self._pick()]
+            try:
+                return await getattr(stub, method)(
+                    request, timeout=self.timeout_s, metadata=self._metadata
+                )
+            except grpc.RpcError as err:
+                if err.code() == grpc.StatusCode.INVALID_ARGUMENT:
+                    raise _invalid(err) from None
+                if err.code() not in RETRYABLE:
+                    raise
+                last = err
+            if attempt + 1 < self.retry.attempts:
+                await asyncio.sleep(self.retry.delay(attempt))
+        raise RewardServiceUnavailable(self.addresses, self.retry.attempts, last)
+
+    async def score(self, request: reward_pb2.ScoreRequest) -> RewardResult:
+        return to_result(await self._call("Score", request))
+
+    async def score_batch(self, requests: Sequence[reward_pb2.ScoreRequest]) -> list[RewardResult]:
+        resp = await self._call("ScoreBatch", reward_pb2.ScoreBatchRequest(requests=list(requests)))
+        return [to_result(r) for r in resp.responses]
+
+    async def score_verl(self, row: Mapping[str, Any]) -> RewardResult:
+        try:
+            return await self.score(verl_request(row))
+        except InvalidInput as exc:
+            return failed(Status.INVALID_INPUT, str(exc))
+
+    async def score_frames(
+        self,
+        pred: np.ndarray,
+        target: np.ndarray,
+        previous_frame: np.ndarray | None = None,
+        **kw: Any,
+    ) -> RewardResult:
+        return await self.score(frames_request(pred, target, previous_frame, **kw))
+
+    async def score_stream(
+        self, requests: Iterable[reward_pb2.ScoreRequest]
+    ) -> AsyncIterator[reward_pb2.ScoreResponse]:
+        """Pipelined scoring over one stream (no retry); responses in completion order."""
+        stub = self._stubs[self._pick()]
+        call = stub.ScoreStream(iter(requests), timeout=self.timeout_s, metadata=self._metadata)
+        async for resp in call:
+            yield resp
+
+    async def close(self) -> None:
+        for ch in self._channels:
+            await ch.close()
+
+    async def __aenter__(self) -> AsyncRewardClient:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()

@@ -1,0 +1,297 @@
+"""The one place where wire requests (proto and HTTP JSON) become core jobs, and results go back.
+
+Producer of ``TextJob`` / ``VideoJob``: this module. Consumer: ``services.reward.engine``.
+Everything a request can get wrong is checked here and raised as ``InvalidInput`` whose message
+starts with the offending field (``frames.shape: ...``), so the gRPC layer answers
+``INVALID_ARGUMENT`` and the HTTP layer 422 with the same text. Scorers are never called with a
+malformed request.
+
+Frames: raw little-endian C-order bytes + shape + dtype (``common.proto`` ``Tensor``), either
+``(T, H, W, C)`` or ``(H, W, C)`` with C in {1, 3}. Float dtypes hold values in [0, 1] (predictions
+are clamped by the scorer, targets outside are rejected), integer dtypes values in [0, 255] (int32
+and int64 become uint8). NaN or infinity is rejected.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+from pydantic import ValidationError
+
+from rlvr_world.rewards.dispatch import TextScoreRequest, describe_validation_error
+from rlvr_world.rewards.types import InvalidInput, RewardResult, Status
+from rlvr_world.rewards.video import VideoRewardConfig
+from rlvr_world.v1 import common_pb2, reward_pb2
+
+TASKS: tuple[str, ...] = ("text_game", "web", "video")
+TASK_FROM_PROTO: dict[int, str] = {
+    common_pb2.TASK_TEXT_GAME: "text_game",
+    common_pb2.TASK_WEB: "web",
+    common_pb2.TASK_VIDEO: "video",
+}
+TASK_TO_PROTO: dict[str, int] = {v: k for k, v in TASK_FROM_PROTO.items()}
+STATUS_TO_PROTO: dict[Status, int] = {
+    Status.OK: common_pb2.REWARD_STATUS_OK,
+    Status.UNPARSEABLE: common_pb2.REWARD_STATUS_UNPARSEABLE,
+    Status.INVALID_INPUT: common_pb2.REWARD_STATUS_INVALID_INPUT,
+    Status.TIMEOUT: common_pb2.REWARD_STATUS_TIMEOUT,
+    Status.ERROR: common_pb2.REWARD_STATUS_ERROR,
+}
+STATUS_FROM_PROTO: dict[int, Status] = {v: k for k, v in STATUS_TO_PROTO.items()}
+DTYPES: tuple[str, ...] = ("uint8", "float16", "float32", "float64", "int32", "int64")
+#: Largest tensor accepted, in elements (the payload limit usually bites first).
+MAX_ELEMENTS = 1 << 31
+
+
+@dataclass(frozen=True)
+class TextJob:
+    """A validated text-task request (text game or web)."""
+
+    task: str
+    request: TextScoreRequest
+
+
+@dataclass(frozen=True)
+class VideoSpec:
+    """Video options as plain values; unset fields stay None so the scorer's defaults apply."""
+
+    weights: dict[str, float] = field(default_factory=dict)
+    aggregation: str | None = None
+    gamma: float | None = None
+    repetition_penalty: float | None = None
+    repetition_threshold: float | None = None
+    lpips_net: str | None = None
+
+    def config(self) -> VideoRewardConfig:
+        """The scorer's config; ``InvalidInput`` naming ``options.video.<field>``."""
+        given = {k: v for k, v in vars(self).items() if v is not None and k != "weights"}
+        if self.weights:
+            given["weights"] = dict(self.weights)
+        try:
+            return VideoRewardConfig(**given)
+        except InvalidInput as exc:
+            raise InvalidInput(f"options.video.{exc}") from None
+
+
+@dataclass(frozen=True)
+class VideoJob:
+    """Checked frames: prediction and target (T, H, W, C), uint8 or float, finite."""
+
+    pred: np.ndarray
+    target: np.ndarray
+    previous_frame: np.ndarray | None
+    config: VideoRewardConfig
+    task: str = "video"
+
+
+Job = TextJob | VideoJob
+
+
+# ---------------------------------------------------------------- tensors
+
+
+def decode_tensor(data: bytes, shape: list[int], dtype: str, name: str) -> np.ndarray:
+    """Bytes + shape + dtype -> checked array; ``InvalidInput`` naming ``name``."""
+    if dtype not in DTYPES:
+        raise InvalidInput(f"{name}.dtype: unsupported {dtype!r}; expected one of {DTYPES}")
+    if not shape:
+        raise InvalidInput(f"{name}.shape: missing; expected (T, H, W, C) or (H, W, C)")
+    if any(d <= 0 for d in shape):
+        raise InvalidInput(f"{name}.shape: every dimension must be positive, got {tuple(shape)}")
+    count = math.prod(shape)
+    if count > MAX_ELEMENTS:
+        raise InvalidInput(f"{name}.shape: {tuple(shape)} has too many elements ({count})")
+    np_dtype = np.dtype(dtype).newbyteorder("<")
+    need = count * np_dtype.itemsize
+    if len(data) != need:
+        raise InvalidInput(
+            f"{name}.data: {len(data)} bytes, but shape {tuple(shape)} of {dtype} needs {need}"
+        )
+    arr = np.frombuffer(data, dtype=np_dtype).reshape(shape)
+    return to_unit_float(arr, name)
+
+
+def to_unit_float(arr: np.ndarray, name: str) -> np.ndarray:
+    """Check finiteness and the integer range; returns uint8 or float32/float64 frames.
+
+    Float range ([0, 1]) is left to the video scorer, which clamps predictions and rejects targets
+    outside it; ``check_unit_range`` does the latter here so the message names the wire field.
+    """
+    if arr.dtype.kind == "f":
+        out = arr.astype(np.float32) if arr.dtype.itemsize < 4 else arr
+        if not np.isfinite(out).all():
+            raise InvalidInput(f"{name}.data: contains NaN or infinity")
+        return out
+    if arr.dtype == np.uint8:
+        return arr
+    if out_of(arr, 0, 255):
+        raise InvalidInput(
+            f"{name}.data: {arr.dtype.name} values must lie in [0, 255], "
+            f"found [{int(arr.min())}, {int(arr.max())}]"
+        )
+    return arr.astype(np.uint8)
+
+
+def out_of(arr: np.ndarray, lo: float, hi: float) -> bool:
+    return bool(arr.size) and (float(arr.min()) < lo or float(arr.max()) > hi)
+
+
+def check_unit_range(arr: np.ndarray, name: str, tolerance: float = 1e-6) -> None:
+    """Float reference frames must already lie in [0, 1]."""
+    if arr.dtype.kind == "f" and out_of(arr, -tolerance, 1.0 + tolerance):
+        raise InvalidInput(
+            f"{name}.data: float values must lie in [0, 1], "
+            f"found [{float(arr.min()):g}, {float(arr.max()):g}]"
+        )
+
+
+def frames_job(
+    pred: np.ndarray, target: np.ndarray | None, previous: np.ndarray | None, spec: VideoSpec
+) -> VideoJob:
+    """Check the shapes of already-decoded frames against each other."""
+    if pred.ndim == 3:
+        pred = pred[None]
+    if pred.ndim != 4 or pred.shape[-1] not in (1, 3):
+        raise InvalidInput(
+            f"frames.shape: expected (T, H, W, C) or (H, W, C) with C in (1, 3), got {pred.shape}"
+        )
+    if target is None:
+        raise InvalidInput("target_frames: required for task video")
+    if target.ndim == 3:
+        target = target[None]
+    if target.shape != pred.shape:
+        raise InvalidInput(
+            f"target_frames.shape: {target.shape} differs from frames.shape {pred.shape}"
+        )
+    check_unit_range(target, "target_frames")
+    if previous is not None and previous.shape != pred.shape[1:]:
+        raise InvalidInput(
+            f"previous_frame.shape: expected {pred.shape[1:]} (one frame), got {previous.shape}"
+        )
+    return VideoJob(pred=pred, target=target, previous_frame=previous, config=spec.config())
+
+
+# ---------------------------------------------------------------- text
+
+
+def text_job(  # noqa: PLR0917 (the verl fields, in verl's order)
+    task: str,
+    text: str,
+    ground_truth: str,
+    extra_info: Mapping[str, Any] | None,
+    variant: str,
+    reward_type: str,
+) -> TextJob:
+    """Validate a text-task request through the core's request model."""
+    row = {
+        "data_source": task,
+        "solution_str": text,
+        "ground_truth": ground_truth,
+        "extra_info": dict(extra_info) if extra_info is not None else None,
+        "variant": variant or "strict",
+        "reward_type": reward_type or "binary",
+    }
+    try:
+        req = TextScoreRequest.model_validate(row)
+    except ValidationError as exc:
+        raise InvalidInput(describe_validation_error(exc)) from None
+    return TextJob(task=task, request=req)
+
+
+def parse_extra_info(raw: str, name: str = "extra_info_json") -> dict[str, Any] | None:
+    """JSON object text -> dict; empty -> None."""
+    if not raw:
+        return None
+    try:
+        value = json.loads(raw)
+    except json.JSONDecodeError as exc:
+        raise InvalidInput(f"{name}: not valid JSON ({exc.msg} at char {exc.pos})") from None
+    if value is not None and not isinstance(value, dict):
+        raise InvalidInput(f"{name}: must be a JSON object, got {type(value).__name__}")
+    return value
+
+
+# ---------------------------------------------------------------- proto
+
+
+def task_name(value: int) -> str:
+    """Proto ``Task`` -> task name; ``InvalidInput`` for unspecified or unknown values."""
+    try:
+        return TASK_FROM_PROTO[value]
+    except KeyError:
+        raise InvalidInput(
+            f"task: unknown value {value}; expected TASK_TEXT_GAME, TASK_WEB or TASK_VIDEO"
+        ) from None
+
+
+def _tensor(msg: common_pb2.Tensor, name: str) -> np.ndarray:
+    return decode_tensor(msg.data, list(msg.shape), msg.dtype, name)
+
+
+def video_spec_from_proto(opts: reward_pb2.VideoOptions) -> VideoSpec:
+    return VideoSpec(
+        weights=dict(opts.weights),
+        aggregation=opts.aggregation or None,
+        gamma=opts.gamma or None,
+        repetition_penalty=opts.repetition_penalty or None,
+        repetition_threshold=opts.repetition_threshold or None,
+        lpips_net=opts.lpips_net or None,
+    )
+
+
+def job_from_proto(req: reward_pb2.ScoreRequest) -> Job:
+    """A proto ``ScoreRequest`` -> job; ``InvalidInput`` naming the proto field otherwise."""
+    task = task_name(req.task)
+    kind = req.WhichOneof("prediction")
+    if task == "video":
+        if kind != "frames":
+            raise InvalidInput("frames: required for task video (the predicted frames)")
+        pred = _tensor(req.frames, "frames")
+        target = (
+            _tensor(req.target_frames, "target_frames") if req.HasField("target_frames") else None
+        )
+        prev = (
+            _tensor(req.previous_frame, "previous_frame")
+            if req.HasField("previous_frame")
+            else None
+        )
+        return frames_job(pred, target, prev, video_spec_from_proto(req.options.video))
+    if kind == "frames":
+        raise InvalidInput(f"text: task {task} takes text, not frames")
+    return text_job(
+        task,
+        req.text,
+        req.ground_truth,
+        parse_extra_info(req.extra_info_json),
+        req.options.variant,
+        req.options.reward_type,
+    )
+
+
+def result_to_proto(request_id: str, result: RewardResult) -> reward_pb2.ScoreResponse:
+    return reward_pb2.ScoreResponse(
+        request_id=request_id,
+        reward=result.reward,
+        status=STATUS_TO_PROTO[result.status],  # type: ignore[arg-type]
+        metrics={k: float(v) for k, v in result.metrics.items()},
+        message=result.message,
+    )
+
+
+def result_from_proto(resp: reward_pb2.ScoreResponse) -> RewardResult:
+    status = STATUS_FROM_PROTO.get(resp.status, Status.ERROR)
+    return RewardResult(
+        reward=resp.reward, status=status, metrics=dict(resp.metrics), message=resp.message
+    )
+
+
+def encode_tensor(arr: np.ndarray) -> common_pb2.Tensor:
+    """numpy -> proto Tensor (little-endian, C order)."""
+    a = np.ascontiguousarray(arr)
+    a = a.astype(a.dtype.newbyteorder("<"), copy=False)
+    return common_pb2.Tensor(data=a.tobytes(), shape=list(a.shape), dtype=a.dtype.name)

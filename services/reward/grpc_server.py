@@ -1,0 +1,261 @@
+"""gRPC transport of the reward service: ``RewardService`` (Score, ScoreBatch, ScoreStream), the
+standard health service, server reflection, bearer-token auth and optional TLS.
+
+``create_server(settings, engine, metrics)`` builds and binds a ``grpc.aio`` server and returns it
+with the bound port (port 0 picks a free one), so tests and ``services.reward.server`` control its
+lifetime. Bad requests are refused with ``INVALID_ARGUMENT`` and a message naming the field
+(``requests[3].frames.shape: ...``); oversized messages get ``RESOURCE_EXHAUSTED`` from gRPC itself.
+ScoreStream is pipelined: up to ``STREAM_WINDOW`` requests per stream are scored concurrently and
+answered as they finish (match them by ``request_id``); a malformed message on a stream gets a
+response with status ``REWARD_STATUS_INVALID_INPUT`` instead of ending the stream.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hmac
+import logging
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import contextmanager
+from typing import Any
+
+import grpc
+from grpc_health.v1 import health, health_pb2, health_pb2_grpc
+from grpc_reflection.v1alpha import reflection
+
+from rlvr_world.rewards.types import InvalidInput, RewardResult, Status, failed
+from rlvr_world.v1 import reward_pb2, reward_pb2_grpc
+from services.reward.convert import Job, job_from_proto, result_to_proto
+from services.reward.engine import RewardEngine
+from services.reward.metrics import RewardMetrics
+from services.reward.settings import RewardSettings
+
+log = logging.getLogger(__name__)
+SERVICE_NAME = reward_pb2.DESCRIPTOR.services_by_name["RewardService"].full_name
+#: Requests of one stream scored at the same time (backpressure beyond that).
+STREAM_WINDOW = 256
+_OPEN_PREFIXES = ("/grpc.health.v1.Health/",)
+
+
+class RewardServicer(reward_pb2_grpc.RewardServiceServicer):
+    """Validates, scores through the engine, counts."""
+
+    def __init__(self, engine: RewardEngine, metrics: RewardMetrics, settings: RewardSettings):
+        self.engine = engine
+        self.metrics = metrics
+        self.settings = settings
+
+    @contextmanager
+    def _call(self, method: str) -> Any:
+        gauge = self.metrics.in_flight.labels("grpc")
+        gauge.inc()
+        t0 = time.perf_counter()
+        try:
+            yield
+        finally:
+            gauge.dec()
+            self.metrics.latency.labels(method, "grpc").observe(time.perf_counter() - t0)
+
+    def _count(self, jobs: list[Job], results: list[RewardResult]) -> None:
+        for job, res in zip(jobs, results, strict=True):
+            self.metrics.requests.labels(job.task, res.status.value, "grpc").inc()
+
+    async def _reject(self, context: grpc.aio.ServicerContext, reason: str, message: str) -> None:
+        self.metrics.rejected.labels(reason, "grpc").inc()
+        await context.abort(grpc.StatusCode.INVALID_ARGUMENT, message)
+
+    async def Score(  # noqa: N802 (gRPC method name)
+        self, request: reward_pb2.ScoreRequest, context: grpc.aio.ServicerContext
+    ) -> reward_pb2.ScoreResponse:
+        with self._call("Score"):
+            try:
+                job = job_from_proto(request)
+            except InvalidInput as exc:
+                await self._reject(context, "invalid_input", str(exc))
+                raise  # unreachable: abort raises
+            results = await self.engine.score([job], context.time_remaining())
+            self._count([job], results)
+            return result_to_proto(request.request_id, results[0])
+
+    async def ScoreBatch(  # noqa: N802 (gRPC method name)
+        self, request: reward_pb2.ScoreBatchRequest, context: grpc.aio.ServicerContext
+    ) -> reward_pb2.ScoreBatchResponse:
+        with self._call("ScoreBatch"):
+            n = len(request.requests)
+            if n == 0:
+                await self._reject(
+                    context, "empty_batch", "requests: empty batch; send at least one"
+                )
+            if n > self.settings.max_batch:
+                await self._reject(
+                    context,
+                    "batch_too_large",
+                    f"requests: {n} requests exceed max_batch={self.settings.max_batch}",
+                )
+            jobs: list[Job] = []
+            for i, req in enumerate(request.requests):
+                try:
+                    jobs.append(job_from_proto(req))
+                except InvalidInput as exc:
+                    await self._reject(context, "invalid_input", f"requests[{i}].{exc}")
+            self.metrics.batch_size.labels("grpc").observe(n)
+            results = await self.engine.score(jobs, context.time_remaining())
+            self._count(jobs, results)
+            return reward_pb2.ScoreBatchResponse(
+                responses=[
+                    result_to_proto(r.request_id, res)
+                    for r, res in zip(request.requests, results, strict=True)
+                ]
+            )
+
+    async def _score_streamed(self, req: reward_pb2.ScoreRequest) -> reward_pb2.ScoreResponse:
+        t0 = time.perf_counter()
+        try:
+            job = job_from_proto(req)
+        except InvalidInput as exc:
+            self.metrics.rejected.labels("invalid_input", "grpc").inc()
+            return result_to_proto(req.request_id, failed(Status.INVALID_INPUT, str(exc)))
+        results = await self.engine.score([job])
+        self._count([job], results)
+        self.metrics.latency.labels("ScoreStream.item", "grpc").observe(time.perf_counter() - t0)
+        return result_to_proto(req.request_id, results[0])
+
+    async def ScoreStream(  # noqa: N802 (gRPC method name)
+        self,
+        request_iterator: AsyncIterator[reward_pb2.ScoreRequest],
+        context: grpc.aio.ServicerContext,
+    ) -> AsyncIterator[reward_pb2.ScoreResponse]:
+        out: asyncio.Queue[reward_pb2.ScoreResponse | None] = asyncio.Queue()
+        window = asyncio.Semaphore(STREAM_WINDOW)
+
+        async def one(req: reward_pb2.ScoreRequest) -> None:
+            try:
+                await out.put(await self._score_streamed(req))
+            finally:
+                window.release()
+
+        async def read() -> None:
+            tasks = set()
+            try:
+                async for req in request_iterator:
+                    await window.acquire()
+                    task = asyncio.create_task(one(req))
+                    tasks.add(task)
+                    task.add_done_callback(tasks.discard)
+                if tasks:
+                    await asyncio.gather(*tasks)
+            finally:
+                await out.put(None)
+
+        with self._call("ScoreStream"):
+            reader = asyncio.create_task(read())
+            try:
+                while (resp := await out.get()) is not None:
+                    yield resp
+                await reader
+            finally:
+                reader.cancel()
+
+
+# ---------------------------------------------------------------- auth
+
+
+def _deny(handler: grpc.RpcMethodHandler) -> grpc.RpcMethodHandler:
+    """A handler of the same kind as ``handler`` that refuses with UNAUTHENTICATED."""
+    msg = "authorization: missing or wrong bearer token (metadata 'authorization: Bearer <token>')"
+
+    async def unary(_req: Any, ctx: grpc.aio.ServicerContext) -> Any:
+        await ctx.abort(grpc.StatusCode.UNAUTHENTICATED, msg)
+
+    async def streaming(_req: Any, ctx: grpc.aio.ServicerContext) -> AsyncIterator[Any]:
+        await ctx.abort(grpc.StatusCode.UNAUTHENTICATED, msg)
+        yield None  # pragma: no cover - abort raises
+
+    kw = {
+        "request_deserializer": handler.request_deserializer,
+        "response_serializer": handler.response_serializer,
+    }
+    if handler.unary_unary:
+        return grpc.unary_unary_rpc_method_handler(unary, **kw)
+    if handler.unary_stream:
+        return grpc.unary_stream_rpc_method_handler(streaming, **kw)
+    if handler.stream_unary:
+        return grpc.stream_unary_rpc_method_handler(unary, **kw)
+    return grpc.stream_stream_rpc_method_handler(streaming, **kw)
+
+
+class BearerAuthInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
+    """Requires ``authorization: Bearer <token>`` on every method except the health service."""
+
+    def __init__(self, token: str, metrics: RewardMetrics) -> None:
+        self._expected = f"Bearer {token}".encode()
+        self._metrics = metrics
+
+    async def intercept_service(
+        self,
+        continuation: Callable[[grpc.HandlerCallDetails], Awaitable[grpc.RpcMethodHandler]],
+        details: grpc.HandlerCallDetails,
+    ) -> grpc.RpcMethodHandler:
+        handler = await continuation(details)
+        if handler is None or details.method.startswith(_OPEN_PREFIXES):
+            return handler
+        given = dict(details.invocation_metadata or ()).get("authorization", "")
+        if isinstance(given, str) and hmac.compare_digest(given.encode(), self._expected):
+            return handler
+        self._metrics.rejected.labels("unauthenticated", "grpc").inc()
+        return _deny(handler)
+
+
+# ---------------------------------------------------------------- server
+
+
+def create_server(
+    settings: RewardSettings, engine: RewardEngine, metrics: RewardMetrics
+) -> tuple[grpc.aio.Server, int, health.aio.HealthServicer]:
+    """Build and bind the gRPC server (not started); returns it, the bound port and its health."""
+    token = settings.token()
+    interceptors = [BearerAuthInterceptor(token, metrics)] if token else []
+    limit = settings.max_payload_bytes
+    server = grpc.aio.server(
+        interceptors=interceptors,
+        options=[
+            ("grpc.max_receive_message_length", limit),
+            ("grpc.max_send_message_length", limit),
+            ("grpc.so_reuseport", 0),
+        ],
+    )
+    reward_pb2_grpc.add_RewardServiceServicer_to_server(  # type: ignore[no-untyped-call]
+        RewardServicer(engine, metrics, settings), server
+    )
+    health_servicer = health.aio.HealthServicer()
+    health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
+    reflection.enable_server_reflection(
+        (
+            SERVICE_NAME,
+            health_pb2.DESCRIPTOR.services_by_name["Health"].full_name,
+            reflection.SERVICE_NAME,
+        ),
+        server,
+    )
+    address = f"{settings.host}:{settings.grpc_port}"
+    if settings.tls_cert is not None and settings.tls_key is not None:
+        creds = grpc.ssl_server_credentials(
+            [(settings.tls_key.read_bytes(), settings.tls_cert.read_bytes())]
+        )
+        port = server.add_secure_port(address, creds)
+    else:
+        port = server.add_insecure_port(address)
+    if port == 0:
+        raise OSError(f"gRPC could not bind {address}")
+    return server, port, health_servicer
+
+
+async def set_serving(health_servicer: health.aio.HealthServicer, serving: bool) -> None:
+    status = (
+        health_pb2.HealthCheckResponse.SERVING
+        if serving
+        else health_pb2.HealthCheckResponse.NOT_SERVING
+    )
+    for name in ("", SERVICE_NAME):
+        await health_servicer.set(name, status)

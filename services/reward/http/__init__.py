@@ -1,0 +1,1 @@
+"""HTTP gateway of the reward service: ``protocol`` (models), ``serving`` (logic), ``router``."""

@@ -1,0 +1,119 @@
+"""Request and response models of the HTTP gateway (JSON bodies; the OpenAPI schema at /docs).
+
+Producer: HTTP clients (verl, OpenRLHF, TRL, curl). Consumer: ``services.reward.http.serving``.
+A score request takes one of two forms, told apart by which fields are set:
+
+* **verl style** (the ``rlvr-world reward score`` JSON lines): ``data_source``, ``solution_str``,
+  ``ground_truth``, ``extra_info``, ``variant``, ``reward_type``;
+* **typed** (the proto as JSON): ``task``, ``text`` or ``frames``, ``ground_truth``,
+  ``target_frames``, ``previous_frame``, ``extra_info``, ``options``.
+
+Frames in JSON are ``{"data": <base64 of the raw little-endian C-order bytes>, "shape": [T, H, W,
+C], "dtype": "uint8" | "float32" | ...}``; ``POST /v1/score/npz`` takes the same request as one
+binary ``.npz`` archive instead (see ``serving.job_from_npz``).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+StatusName = Literal["ok", "unparseable", "invalid_input", "timeout", "error"]
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class TensorIn(_Strict):
+    """A dense array: base64 of its raw little-endian C-order bytes, with shape and dtype."""
+
+    data: str = Field(description="base64 (standard alphabet, padded) of the raw bytes")
+    shape: list[int] = Field(description="(T, H, W, C) or (H, W, C)", max_length=8)
+    dtype: str = Field(description="uint8 | float16 | float32 | float64 | int32 | int64")
+
+
+class VideoOptionsIn(_Strict):
+    """Video reward options; unset fields take the paper defaults (L1 + LPIPS, mean)."""
+
+    weights: dict[str, float] | None = Field(
+        default=None, description="metric -> weight: l1, mse, psnr, ssim, lpips, stlpips"
+    )
+    aggregation: Literal["mean", "last", "discount"] | None = None
+    gamma: float | None = Field(default=None, description="discount factor, in (0, 1]")
+    repetition_penalty: float | None = Field(default=None, ge=0)
+    repetition_threshold: float | None = Field(default=None, ge=0)
+    lpips_net: Literal["vgg", "alex"] | None = None
+
+
+class OptionsIn(_Strict):
+    variant: Literal["paper", "strict"] | None = None
+    reward_type: Literal["binary", "task_specific"] | None = None
+    video: VideoOptionsIn | None = None
+
+
+class ScoreRequestIn(_Strict):
+    """One request, verl style or typed (see the module docstring)."""
+
+    request_id: str = Field(default="", description="echoed back in the response")
+    # verl style
+    data_source: str | None = Field(
+        default=None, description="verl style: llm_simulator | web_agent | text_game | web"
+    )
+    solution_str: str | None = Field(default=None, description="verl style: the model output")
+    variant: Literal["paper", "strict"] | None = Field(default=None, description="verl style")
+    reward_type: Literal["binary", "task_specific"] | None = Field(
+        default=None, description="verl style, text game only"
+    )
+    # typed
+    task: Literal["text_game", "web", "video"] | None = Field(default=None, description="typed")
+    text: str | None = Field(default=None, description="typed: the model output (text tasks)")
+    frames: TensorIn | None = Field(default=None, description="typed: predicted frames (video)")
+    target_frames: TensorIn | None = Field(default=None, description="typed: true frames")
+    previous_frame: TensorIn | None = Field(default=None, description="typed: last context frame")
+    options: OptionsIn | None = Field(default=None, description="typed")
+    # both
+    ground_truth: str | None = Field(default=None, description="text tasks: the reference")
+    extra_info: dict[str, Any] | str | None = Field(
+        default=None, description="text game: object (or its JSON) with data_state"
+    )
+
+
+class ScoreResponseOut(BaseModel):
+    request_id: str = ""
+    reward: float
+    status: StatusName
+    metrics: dict[str, float]
+    message: str = Field(default="", description="why, when status is not ok")
+
+
+class ScoreBatchIn(_Strict):
+    requests: list[ScoreRequestIn] = Field(description="scored in parallel, answered in order")
+
+
+class ScoreBatchOut(BaseModel):
+    responses: list[ScoreResponseOut]
+
+
+class GetRewardIn(BaseModel):
+    """OpenRLHF ``--remote_rm_url`` request. ``query[i]`` is prompt + response; ``labels[i]`` the
+    ground truth: either a JSON object ``{"data_source", "ground_truth", "extra_info", "variant",
+    "reward_type"}`` or a plain ground-truth string scored with the server's
+    ``RLVR_REWARD_DEFAULT_DATA_SOURCE``."""
+
+    query: list[str] = Field(description="prompt + response, decoded")
+    prompts: list[str] | None = Field(default=None, description="stripped from the query's start")
+    labels: list[str] | None = Field(default=None, description="one per query (see above)")
+
+
+class GetRewardOut(BaseModel):
+    rewards: list[float] = Field(description="one per query, in order")
+    scores: list[float] = Field(description="same as rewards (OpenRLHF's dynamic filtering)")
+    extra_logs: dict[str, list[float]] = Field(description="per-query numbers OpenRLHF logs")
+    statuses: list[StatusName] = Field(description="per query; a failed score is never 'ok'")
+    messages: list[str] = Field(description="per query; why, when the status is not ok")
+
+
+class ErrorOut(BaseModel):
+    detail: str = Field(description="what is wrong, starting with the field")

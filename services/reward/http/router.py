@@ -1,0 +1,211 @@
+"""HTTP routes of the reward gateway (thin: parse, call ``RewardServing``, answer).
+
+``create_app(serving, settings, metrics)`` builds the FastAPI app; the routes live at module level
+and find their collaborators on ``app.state``. Errors: ``InvalidInput`` -> 422 ``{"detail": msg}``
+naming the field (schema errors keep FastAPI's 422 list form); body over ``max_payload_bytes`` ->
+413; missing or wrong bearer token (when ``RLVR_REWARD_API_TOKEN`` is set) -> 401. The probes
+(``/healthz``, ``/readyz``), ``/metrics`` and the docs need no token.
+"""
+
+from __future__ import annotations
+
+import hmac
+import time
+from collections.abc import Awaitable, Callable
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Depends, FastAPI, HTTPException, Request, Response
+from fastapi.responses import JSONResponse
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from rlvr_world.rewards.types import InvalidInput
+from services.reward.http.protocol import (
+    ErrorOut,
+    GetRewardIn,
+    GetRewardOut,
+    ScoreBatchIn,
+    ScoreBatchOut,
+    ScoreRequestIn,
+    ScoreResponseOut,
+)
+from services.reward.http.serving import RewardServing
+from services.reward.metrics import RewardMetrics
+from services.reward.settings import RewardSettings
+
+NPZ_TYPE = "application/x-npz"
+_ERRORS: dict[int | str, dict[str, Any]] = {
+    401: {"model": ErrorOut, "description": "missing or wrong bearer token"},
+    413: {"model": ErrorOut, "description": "body larger than max_payload_bytes"},
+}
+
+
+def get_serving(request: Request) -> RewardServing:
+    serving: RewardServing = request.app.state.serving
+    return serving
+
+
+def require_token(request: Request) -> None:
+    """401 unless the request carries the configured bearer token (no-op when auth is off)."""
+    settings: RewardSettings = request.app.state.settings
+    token = settings.token()
+    if token is None:
+        return
+    given = request.headers.get("authorization", "")
+    if not hmac.compare_digest(given.encode(), f"Bearer {token}".encode()):
+        request.app.state.metrics.rejected.labels("unauthenticated", "http").inc()
+        raise HTTPException(
+            401, "authorization: missing or wrong bearer token", {"WWW-Authenticate": "Bearer"}
+        )
+
+
+Serving = Annotated[RewardServing, Depends(get_serving)]
+router = APIRouter(dependencies=[Depends(require_token)], responses=_ERRORS)
+probes = APIRouter()
+
+
+@router.post("/v1/score", response_model=ScoreResponseOut)
+async def score(body: ScoreRequestIn, serving: Serving) -> ScoreResponseOut:
+    """Score one request (verl style or typed)."""
+    return await serving.score(body)
+
+
+@router.post("/v1/score/batch", response_model=ScoreBatchOut)
+async def score_batch(body: ScoreBatchIn, serving: Serving) -> ScoreBatchOut:
+    """Score many requests in parallel; responses in request order."""
+    return await serving.score_batch(body)
+
+
+@router.post(
+    "/v1/score/npz",
+    response_model=ScoreResponseOut,
+    openapi_extra={
+        "requestBody": {
+            "required": True,
+            "content": {NPZ_TYPE: {"schema": {"type": "string", "format": "binary"}}},
+        }
+    },
+)
+async def score_npz(request: Request, serving: Serving) -> ScoreResponseOut:
+    """Score video frames sent as one .npz archive (frames, target_frames[, previous_frame,
+    request]); see ``services.reward.http.serving``."""
+    return await serving.score_npz(await request.body())
+
+
+@router.post("/get_reward", response_model=GetRewardOut)
+async def get_reward(body: GetRewardIn, serving: Serving) -> GetRewardOut:
+    """OpenRLHF remote reward model (``--remote_rm_url http://HOST:PORT/get_reward``)."""
+    return await serving.get_reward(body)
+
+
+@probes.get("/healthz")
+async def healthz() -> dict[str, str]:
+    """Liveness: the process answers."""
+    return {"status": "ok"}
+
+
+@probes.get("/readyz", responses={503: {"model": ErrorOut}})
+async def readyz(request: Request) -> Response:
+    """Readiness: the scoring pool is up and the server is not shutting down."""
+    if request.app.state.serving.engine.ready and not request.app.state.draining:
+        return JSONResponse({"status": "ready"})
+    return JSONResponse({"detail": "not ready"}, status_code=503)
+
+
+@probes.get("/metrics")
+async def metrics(request: Request) -> Response:
+    """Prometheus metrics of this process."""
+    body = request.app.state.metrics.render()
+    return Response(body, media_type="text/plain; version=0.0.4; charset=utf-8")
+
+
+class BodyLimit:
+    """ASGI middleware: bodies over ``limit`` bytes get 413 before any parsing."""
+
+    def __init__(self, app: ASGIApp, limit: int) -> None:
+        self.app = app
+        self.limit = limit
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        declared = dict(scope.get("headers", [])).get(b"content-length")
+        if declared is not None and declared.isdigit() and int(declared) > self.limit:
+            await self._too_large(int(declared), send)
+            return
+        chunks: list[bytes] = []
+        size = 0
+        more = True
+        while more:
+            message = await receive()
+            if message["type"] != "http.request":
+                break
+            chunk = message.get("body", b"")
+            size += len(chunk)
+            if size > self.limit:
+                await self._too_large(size, send)
+                return
+            chunks.append(chunk)
+            more = message.get("more_body", False)
+        body = b"".join(chunks)
+        sent = False
+
+        async def replay() -> Message:
+            nonlocal sent
+            if not sent:
+                sent = True
+                return {"type": "http.request", "body": body, "more_body": False}
+            return await receive()
+
+        await self.app(scope, replay, send)
+
+    async def _too_large(self, size: int, send: Send) -> None:
+        response = JSONResponse(
+            {"detail": f"body: {size} bytes exceed max_payload_bytes={self.limit}"}, status_code=413
+        )
+        await response({"type": "http"}, _no_receive, send)
+
+
+async def _no_receive() -> Message:
+    return {"type": "http.disconnect"}
+
+
+async def _invalid_input(_request: Request, exc: Exception) -> Response:
+    return JSONResponse({"detail": str(exc)}, status_code=422)
+
+
+def _timing(metrics: RewardMetrics) -> Callable[[Request, Any], Awaitable[Response]]:
+    async def middleware(request: Request, call_next: Any) -> Response:
+        gauge = metrics.in_flight.labels("http")
+        gauge.inc()
+        t0 = time.perf_counter()
+        try:
+            response: Response = await call_next(request)
+        finally:
+            gauge.dec()
+            route = request.scope.get("route")
+            path = getattr(route, "path", "unmatched")
+            metrics.latency.labels(path, "http").observe(time.perf_counter() - t0)
+        return response
+
+    return middleware
+
+
+def create_app(serving: RewardServing, settings: RewardSettings, metrics: RewardMetrics) -> FastAPI:
+    """The gateway app over a started engine (routes above, limits, error mapping)."""
+    app = FastAPI(
+        title="RLVR-World reward service",
+        version="1",
+        description="Verifiable rewards for world models: text game, web, video. "
+        "Same scorers as the gRPC RewardService.",
+    )
+    app.state.serving = serving
+    app.state.settings = settings
+    app.state.metrics = metrics
+    app.state.draining = False
+    app.include_router(router)
+    app.include_router(probes)
+    app.add_exception_handler(InvalidInput, _invalid_input)
+    app.middleware("http")(_timing(metrics))
+    app.add_middleware(BodyLimit, limit=settings.max_payload_bytes)
+    return app

@@ -1,0 +1,310 @@
+"""Logic of the HTTP gateway: HTTP bodies -> jobs -> the shared ``RewardEngine`` -> responses.
+
+Transport-free (no FastAPI here): ``router.py`` calls these methods and maps ``InvalidInput`` to
+HTTP 422 in one place. Conversions reuse ``services.reward.convert``: gRPC and HTTP validate alike.
+
+Binary frames (``POST /v1/score/npz``, ``Content-Type: application/x-npz``): the body is a NumPy
+``.npz`` archive (``np.savez``; compressed is fine) with arrays ``frames`` and ``target_frames``,
+optionally ``previous_frame``, and optionally ``request``: a 0-d unicode array holding the JSON of
+the remaining typed fields (``request_id``, ``options``). Pickled arrays are refused.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import io
+import json
+import zipfile
+from typing import Any
+
+import numpy as np
+from pydantic import ValidationError
+
+from rlvr_world.rewards.dispatch import describe_validation_error, task_of
+from rlvr_world.rewards.types import InvalidInput, RewardResult, Status
+from services.reward import convert
+from services.reward.convert import Job, VideoSpec
+from services.reward.engine import RewardEngine
+from services.reward.http.protocol import (
+    GetRewardIn,
+    GetRewardOut,
+    OptionsIn,
+    ScoreBatchIn,
+    ScoreBatchOut,
+    ScoreRequestIn,
+    ScoreResponseOut,
+    TensorIn,
+)
+from services.reward.metrics import RewardMetrics
+from services.reward.settings import RewardSettings
+
+VERL_FIELDS = ("data_source", "solution_str")
+TYPED_FIELDS = ("task", "text", "frames", "target_frames", "previous_frame", "options")
+
+
+def _tensor(t: TensorIn | None, name: str) -> np.ndarray | None:
+    if t is None:
+        return None
+    try:
+        raw = base64.b64decode(t.data, validate=True)
+    except (binascii.Error, ValueError):
+        raise InvalidInput(f"{name}.data: not valid base64") from None
+    if any(d > 2**40 for d in t.shape):
+        raise InvalidInput(f"{name}.shape: dimension too large in {t.shape}")
+    return convert.decode_tensor(raw, t.shape, t.dtype, name)
+
+
+def _extra_info(value: dict[str, Any] | str | None) -> dict[str, Any] | None:
+    if isinstance(value, str):
+        return convert.parse_extra_info(value, "extra_info")
+    return value
+
+
+def _video_spec(options: OptionsIn | None) -> VideoSpec:
+    video = options.video if options is not None else None
+    if video is None:
+        return VideoSpec()
+    return VideoSpec(
+        weights=dict(video.weights or {}),
+        aggregation=video.aggregation,
+        gamma=video.gamma,
+        repetition_penalty=video.repetition_penalty,
+        repetition_threshold=video.repetition_threshold,
+        lpips_net=video.lpips_net,
+    )
+
+
+def job_from_http(body: ScoreRequestIn) -> Job:
+    """A verl-style or typed body -> job; ``InvalidInput`` naming the field."""
+    given = body.model_fields_set
+    verl = any(getattr(body, f) is not None for f in VERL_FIELDS)
+    typed = any(f in given and getattr(body, f) is not None for f in TYPED_FIELDS)
+    if verl and typed:
+        raise InvalidInput(
+            "body: mixes verl-style fields (data_source, solution_str) with typed ones "
+            "(task, text, frames, options); use one form"
+        )
+    if verl:
+        if body.data_source is None or body.solution_str is None:
+            raise InvalidInput("data_source, solution_str: both required in the verl-style form")
+        return convert.text_job(
+            task_of(body.data_source),
+            body.solution_str,
+            body.ground_truth if body.ground_truth is not None else "",
+            _extra_info(body.extra_info),
+            body.variant or "",
+            body.reward_type or "",
+        )
+    if body.task is None:
+        raise InvalidInput("task: required (or give data_source + solution_str, verl style)")
+    if body.task == "video":
+        pred = _tensor(body.frames, "frames")
+        if pred is None:
+            raise InvalidInput("frames: required for task video (the predicted frames)")
+        return convert.frames_job(
+            pred,
+            _tensor(body.target_frames, "target_frames"),
+            _tensor(body.previous_frame, "previous_frame"),
+            _video_spec(body.options),
+        )
+    if body.frames is not None:
+        raise InvalidInput(f"text: task {body.task} takes text, not frames")
+    if body.text is None:
+        raise InvalidInput(f"text: required for task {body.task}")
+    opts = body.options or OptionsIn()
+    return convert.text_job(
+        body.task,
+        body.text,
+        body.ground_truth if body.ground_truth is not None else "",
+        _extra_info(body.extra_info),
+        opts.variant or body.variant or "",
+        opts.reward_type or body.reward_type or "",
+    )
+
+
+def _npz_array(archive: Any, name: str, limit: int) -> np.ndarray | None:
+    if name not in archive.files:
+        return None
+    info = archive.zip.getinfo(f"{name}.npy")
+    if info.file_size > limit:
+        raise InvalidInput(f"{name}: {info.file_size} bytes unpacked exceed {limit}")
+    try:
+        arr: np.ndarray = archive[name]
+    except ValueError as exc:  # pickled object arrays
+        raise InvalidInput(f"{name}: {exc}") from None
+    if arr.dtype.name not in convert.DTYPES:
+        raise InvalidInput(
+            f"{name}.dtype: unsupported {arr.dtype.name!r}; expected {convert.DTYPES}"
+        )
+    return convert.to_unit_float(arr, name)
+
+
+def job_from_npz(data: bytes, limit: int) -> tuple[str, Job]:
+    """An ``.npz`` body -> (request_id, job); see the module docstring for the layout."""
+    try:
+        archive = np.load(io.BytesIO(data), allow_pickle=False)
+    except (ValueError, OSError, zipfile.BadZipFile, EOFError) as exc:
+        raise InvalidInput(f"body: not a valid .npz archive ({exc})") from None
+    if not hasattr(archive, "files"):
+        raise InvalidInput("body: a single .npy array; send an .npz archive (np.savez)")
+    with archive:
+        meta_arr = _npz_array_raw(archive, "request", limit)
+        meta = _npz_meta(meta_arr)
+        pred = _npz_array(archive, "frames", limit)
+        if pred is None:
+            raise InvalidInput("frames: required in the .npz archive")
+        job = convert.frames_job(
+            pred,
+            _npz_array(archive, "target_frames", limit),
+            _npz_array(archive, "previous_frame", limit),
+            _video_spec(meta.options),
+        )
+    return meta.request_id, job
+
+
+def _npz_array_raw(archive: Any, name: str, limit: int) -> np.ndarray | None:
+    if name not in archive.files:
+        return None
+    if archive.zip.getinfo(f"{name}.npy").file_size > limit:
+        raise InvalidInput(f"{name}: too large")
+    try:
+        return np.asarray(archive[name])
+    except ValueError as exc:
+        raise InvalidInput(f"{name}: {exc}") from None
+
+
+def _npz_meta(arr: np.ndarray | None) -> ScoreRequestIn:
+    if arr is None:
+        return ScoreRequestIn(task="video")
+    if arr.dtype.kind != "U" or arr.ndim != 0:
+        raise InvalidInput("request: expected a 0-d unicode array holding JSON")
+    try:
+        raw = json.loads(str(arr[()]))
+        if not isinstance(raw, dict):
+            raise InvalidInput("request: expected a JSON object")
+        return ScoreRequestIn.model_validate({"task": "video", **raw})
+    except json.JSONDecodeError as exc:
+        raise InvalidInput(f"request: not valid JSON ({exc.msg})") from None
+    except ValidationError as exc:
+        raise InvalidInput(f"request.{describe_validation_error(exc)}") from None
+
+
+def response_of(request_id: str, result: RewardResult) -> ScoreResponseOut:
+    return ScoreResponseOut(
+        request_id=request_id,
+        reward=result.reward,
+        status=result.status.value,
+        metrics=dict(result.metrics),
+        message=result.message,
+    )
+
+
+def _label_request(
+    query: str, prompt: str | None, label: str, default_ds: str | None, i: int
+) -> Job:
+    solution = query[len(prompt) :] if prompt and query.startswith(prompt) else query
+    parsed: Any = None
+    if label.lstrip().startswith("{"):
+        try:
+            parsed = json.loads(label)
+        except json.JSONDecodeError:
+            parsed = None
+    if isinstance(parsed, dict) and "ground_truth" in parsed:
+        ds = parsed.get("data_source", default_ds)
+        if not isinstance(ds, str):
+            raise InvalidInput(f"labels[{i}].data_source: required (no server default set)")
+        extra = parsed.get("extra_info")
+        if isinstance(extra, str):
+            extra = convert.parse_extra_info(extra, f"labels[{i}].extra_info")
+        if extra is not None and not isinstance(extra, dict):
+            raise InvalidInput(f"labels[{i}].extra_info: must be an object")
+        try:
+            return convert.text_job(
+                task_of(ds),
+                solution,
+                str(parsed["ground_truth"]),
+                extra,
+                str(parsed.get("variant") or ""),
+                str(parsed.get("reward_type") or ""),
+            )
+        except InvalidInput as exc:
+            raise InvalidInput(f"labels[{i}].{exc}") from None
+    if default_ds is None:
+        raise InvalidInput(
+            f"labels[{i}]: a plain ground truth needs the server setting "
+            "RLVR_REWARD_DEFAULT_DATA_SOURCE; or send a JSON object with data_source and "
+            "ground_truth"
+        )
+    return convert.text_job(task_of(default_ds), solution, label, None, "", "")
+
+
+class RewardServing:
+    """What the HTTP routes do, over the engine shared with gRPC."""
+
+    def __init__(self, engine: RewardEngine, metrics: RewardMetrics, settings: RewardSettings):
+        self.engine = engine
+        self.metrics = metrics
+        self.settings = settings
+
+    async def _score(self, jobs: list[Job]) -> list[RewardResult]:
+        results = await self.engine.score(jobs)
+        for job, res in zip(jobs, results, strict=True):
+            self.metrics.requests.labels(job.task, res.status.value, "http").inc()
+        return results
+
+    async def score(self, body: ScoreRequestIn) -> ScoreResponseOut:
+        job = job_from_http(body)
+        [result] = await self._score([job])
+        return response_of(body.request_id, result)
+
+    async def score_npz(self, data: bytes) -> ScoreResponseOut:
+        request_id, job = job_from_npz(data, self.settings.max_payload_bytes)
+        [result] = await self._score([job])
+        return response_of(request_id, result)
+
+    def _check_batch(self, n: int, name: str) -> None:
+        if n == 0:
+            raise InvalidInput(f"{name}: empty batch; send at least one")
+        if n > self.settings.max_batch:
+            raise InvalidInput(f"{name}: {n} items exceed max_batch={self.settings.max_batch}")
+        self.metrics.batch_size.labels("http").observe(n)
+
+    async def score_batch(self, body: ScoreBatchIn) -> ScoreBatchOut:
+        self._check_batch(len(body.requests), "requests")
+        jobs = []
+        for i, req in enumerate(body.requests):
+            try:
+                jobs.append(job_from_http(req))
+            except InvalidInput as exc:
+                raise InvalidInput(f"requests[{i}].{exc}") from None
+        results = await self._score(jobs)
+        return ScoreBatchOut(
+            responses=[
+                response_of(r.request_id, res)
+                for r, res in zip(body.requests, results, strict=True)
+            ]
+        )
+
+    async def get_reward(self, body: GetRewardIn) -> GetRewardOut:
+        n = len(body.query)
+        self._check_batch(n, "query")
+        if body.labels is None:
+            raise InvalidInput("labels: required; one ground truth per query")
+        for name, values in (("labels", body.labels), ("prompts", body.prompts)):
+            if values is not None and len(values) != n:
+                raise InvalidInput(f"{name}: {len(values)} items but query has {n}")
+        prompts: list[str | None] = list(body.prompts) if body.prompts else [None] * n
+        jobs = [
+            _label_request(q, p, lab, self.settings.default_data_source, i)
+            for i, (q, p, lab) in enumerate(zip(body.query, prompts, body.labels, strict=True))
+        ]
+        results = await self._score(jobs)
+        rewards = [r.reward for r in results]
+        return GetRewardOut(
+            rewards=rewards,
+            scores=rewards,
+            extra_logs={"reward_ok": [1.0 if r.status is Status.OK else 0.0 for r in results]},
+            statuses=[r.status.value for r in results],
+            messages=[r.message for r in results],
+        )
