@@ -319,8 +319,9 @@ def _perceptual_scorers(
     for name in config.active():
         if name in PERCEPTUAL_METRICS and name not in scorers:
             raise InvalidInput(
-                f"weights[{name!r}] > 0 needs a {name} PerceptualScorer (pass perceptual=..., see "
-                "rlvr_world.rewards.perceptual.make_perceptual); it is never silently 0"
+                f"weights[{name!r}] > 0 needs a {name} PerceptualScorer (given: "
+                f"{', '.join(scorers) or 'none'}); build one with "
+                "rlvr_world.rewards.perceptual.make_perceptual. It is never silently 0."
             )
     return scorers
 
