@@ -16,9 +16,7 @@ from collections.abc import Hashable, Sequence
 import torch
 
 
-def _group_stats(
-    scores: torch.Tensor, members: list[int]
-) -> tuple[torch.Tensor, torch.Tensor]:
+def _group_stats(scores: torch.Tensor, members: list[int]) -> tuple[torch.Tensor, torch.Tensor]:
     if len(members) == 1:
         return torch.tensor(0.0, dtype=scores.dtype), torch.tensor(1.0, dtype=scores.dtype)
     group = scores[members]

@@ -23,7 +23,11 @@ import torch
 
 KlType = Literal["kl", "k1", "abs", "mse", "k2", "low_var_kl", "k3", "k1+", "k3+", "low_var_kl+"]
 AggMode = Literal[
-    "token-mean", "token-sum", "seq-mean-token-sum", "seq-mean-token-mean", "seq-mean-token-sum-norm"
+    "token-mean",
+    "token-sum",
+    "seq-mean-token-sum",
+    "seq-mean-token-mean",
+    "seq-mean-token-sum-norm",
 ]
 KL_TYPES: tuple[str, ...] = (*get_args(KlType), "full")
 AGG_MODES: tuple[str, ...] = get_args(AggMode)
@@ -195,5 +199,11 @@ def grpo_loss(
     ent = agg_loss(entropy_tokens, mask, cfg.agg_mode) if entropy_tokens is not None else zero
     total = pg.loss + cfg.kl_coef * kl - cfg.entropy_coef * ent
     return GrpoLoss(
-        total, pg.loss.detach(), kl.detach(), ent.detach(), pg.clipfrac, pg.ppo_kl, pg.clipfrac_lower
+        total,
+        pg.loss.detach(),
+        kl.detach(),
+        ent.detach(),
+        pg.clipfrac,
+        pg.ppo_kl,
+        pg.clipfrac_lower,
     )

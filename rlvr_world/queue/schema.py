@@ -121,7 +121,9 @@ def group_from_fields(fields: Mapping[Any, Any]) -> ScoredGroup:
     """Decode and validate a stream entry; raise :class:`SchemaError` with a short reason."""
     version = _text(fields, "schema_version")
     if version != str(SCHEMA_VERSION):
-        raise SchemaError(f"schema_version {version!r} is not supported (expected {SCHEMA_VERSION})")
+        raise SchemaError(
+            f"schema_version {version!r} is not supported (expected {SCHEMA_VERSION})"
+        )
     payload = _text(fields, "payload")
     try:
         data = json.loads(payload)

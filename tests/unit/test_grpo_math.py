@@ -63,8 +63,12 @@ def _sample(reward: float | None, status: Status = Status.OK) -> ScoredSample:
 
 def _group(gid: str, samples: list[ScoredSample]) -> ScoredGroup:
     return ScoredGroup(
-        group_id=gid, prompt_id="p", task="text_game", policy_version=0,
-        prompt_token_ids=[5], samples=samples,
+        group_id=gid,
+        prompt_id="p",
+        task="text_game",
+        policy_version=0,
+        prompt_token_ids=[5],
+        samples=samples,
     )
 
 
@@ -149,8 +153,13 @@ def test_grpo_loss_combines_terms() -> None:
     cfg = GrpoLossConfig(kl_coef=0.5, entropy_coef=0.1, clip_ratio_c=None)
     lp, mask = _t([[-1.0, -1.0]]), _t([[1.0, 1.0]])
     out = grpo_loss(
-        cfg, log_prob=lp, old_log_prob=lp, advantages=_t([[2.0, 2.0]]), mask=mask,
-        kl_tokens=_t([[0.2, 0.4]]), entropy_tokens=_t([[1.0, 3.0]]),
+        cfg,
+        log_prob=lp,
+        old_log_prob=lp,
+        advantages=_t([[2.0, 2.0]]),
+        mask=mask,
+        kl_tokens=_t([[0.2, 0.4]]),
+        entropy_tokens=_t([[1.0, 3.0]]),
     )
     assert out.loss.item() == pytest.approx(-2.0 + 0.5 * 0.3 - 0.1 * 2.0)
     assert out.pg_loss.item() == pytest.approx(-2.0)

