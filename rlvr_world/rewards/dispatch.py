@@ -3,7 +3,7 @@
 Request fields follow verl's ``compute_score(data_source, solution_str, ground_truth, extra_info)``:
 ``data_source`` is ``llm_simulator`` (text game) or ``web_agent`` (web) as in the paper's verl data;
 the task names ``text_game`` and ``web`` are accepted as well. Video requests carry frames and go
-through ``rlvr_world.rewards.video`` directly (see ``score_video_request``).
+through ``rlvr_world.rewards.video.score_video`` (the reward service maps them there).
 
 This module validates request *shape* (raising ``InvalidInput`` at the boundary); scorers never
 raise on a bad prediction, they return a status.
