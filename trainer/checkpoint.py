@@ -1,0 +1,91 @@
+"""Checkpoints in the run directory: safetensors weights, optimizer state, trainer state.
+
+Layout: ``<run_dir>/checkpoints/step_00000012/`` with the model saved by ``save_pretrained``
+(``model.safetensors`` + ``config.json``, or the LoRA adapter), ``optimizer.pt`` and
+``trainer_state.json`` (step, counters, seen group ids, queue position). A checkpoint is written
+to a temporary directory and renamed, then ``checkpoints/latest`` is replaced atomically, so a
+kill at any moment leaves the previous checkpoint usable.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+
+STATE_FILE = "trainer_state.json"
+OPTIMIZER_FILE = "optimizer.pt"
+LATEST = "latest"
+
+
+@dataclass
+class TrainerState:
+    """What a resume needs besides the weights and the optimizer."""
+
+    step: int = 0
+    seen_group_ids: list[str] = field(default_factory=list)
+    dropped: dict[str, int] = field(default_factory=dict)
+    trained_groups: int = 0
+    acked_ids: list[str] = field(default_factory=list)  # acked right after this checkpoint
+    pending_ids: list[str] = field(default_factory=list)  # read, not covered by this checkpoint
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> TrainerState:
+        return cls(**data)
+
+
+def checkpoint_root(run_dir: Path) -> Path:
+    return run_dir / "checkpoints"
+
+
+def latest_checkpoint(run_dir: Path) -> Path | None:
+    """The directory named by ``checkpoints/latest``, or None."""
+    pointer = checkpoint_root(run_dir) / LATEST
+    if not pointer.exists():
+        return None
+    path = checkpoint_root(run_dir) / pointer.read_text().strip()
+    return path if (path / STATE_FILE).exists() else None
+
+
+def save_checkpoint(
+    run_dir: Path,
+    model: torch.nn.Module,
+    optimizer: torch.optim.Optimizer,
+    state: TrainerState,
+    keep: int,
+) -> Path:
+    """Write a complete checkpoint for ``state.step`` and point ``latest`` at it."""
+    root = checkpoint_root(run_dir)
+    root.mkdir(parents=True, exist_ok=True)
+    name = f"step_{state.step:08d}"
+    final, tmp = root / name, root / f".{name}.tmp"
+    shutil.rmtree(tmp, ignore_errors=True)
+    model.save_pretrained(tmp, safe_serialization=True)  # type: ignore[operator]
+    torch.save(optimizer.state_dict(), tmp / OPTIMIZER_FILE)
+    (tmp / STATE_FILE).write_text(json.dumps(asdict(state)))
+    shutil.rmtree(final, ignore_errors=True)
+    os.replace(tmp, final)
+    pointer_tmp = root / f".{LATEST}.tmp"
+    pointer_tmp.write_text(name + "\n")
+    os.replace(pointer_tmp, root / LATEST)
+    _prune(root, keep)
+    return final
+
+
+def _prune(root: Path, keep: int) -> None:
+    steps = sorted(p for p in root.glob("step_*") if p.is_dir())
+    for old in steps[:-keep]:
+        shutil.rmtree(old, ignore_errors=True)
+
+
+def load_state(path: Path) -> TrainerState:
+    return TrainerState.from_json(json.loads((path / STATE_FILE).read_text()))
+
+
+def load_optimizer(path: Path, optimizer: torch.optim.Optimizer) -> None:
+    optimizer.load_state_dict(torch.load(path / OPTIMIZER_FILE, weights_only=True))

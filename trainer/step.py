@@ -1,0 +1,133 @@
+"""One GRPO optimizer step over prepared samples: micro-batches, gradient accumulation, clipping.
+
+Loss per micro-batch as verl computes it (REFERENCE.md §4), divided by the number of
+micro-batches, backward per micro-batch, then grad-norm clipping and one AdamW step. The
+importance ratio uses the behaviour log-probs stored with each sample. Non-finite gradient norms
+skip the update (as verl does) and are reported.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import time
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+
+import torch
+
+from rlvr_world.grpo.groups import TrainSample
+from rlvr_world.grpo.loss import (
+    GrpoLossConfig,
+    entropy_from_logits,
+    full_kl,
+    grpo_loss,
+    kl_penalty,
+)
+from trainer.config import TrainerConfig
+from trainer.model import PackedBatch, pack, response_logits, token_logprobs
+
+RefLogits = Callable[[PackedBatch], torch.Tensor]
+
+
+@dataclass(frozen=True)
+class StepStats:
+    """Scalars of one optimizer step (averaged over micro-batches)."""
+
+    loss: float
+    pg_loss: float
+    kl: float
+    entropy: float
+    clipfrac: float
+    ppo_kl: float
+    grad_norm: float
+    reward_mean: float
+    tokens: int
+    seconds: float
+    skipped: bool
+
+
+def loss_config(cfg: TrainerConfig) -> GrpoLossConfig:
+    g = cfg.grpo
+    return GrpoLossConfig(
+        clip_low=g.clip_low,
+        clip_high=g.clip_high,
+        clip_ratio_c=g.clip_ratio_c if g.dual_clip else None,
+        kl_type=g.kl_type,
+        kl_coef=g.kl_coef,
+        entropy_coef=g.entropy_coef,
+        agg_mode=g.loss_agg_mode,
+    )
+
+
+def autocast(device: torch.device) -> contextlib.AbstractContextManager[None]:
+    """bf16 autocast on CUDA devices that support it; fp32 elsewhere."""
+    if device.type == "cuda" and torch.cuda.is_bf16_supported():
+        return torch.autocast(device_type="cuda", dtype=torch.bfloat16)
+    return contextlib.nullcontext()
+
+
+def _chunks(samples: Sequence[TrainSample], size: int) -> Iterator[Sequence[TrainSample]]:
+    for i in range(0, len(samples), size):
+        yield samples[i : i + size]
+
+
+def train_step(
+    cfg: TrainerConfig,
+    policy: torch.nn.Module,
+    ref_logits: RefLogits | None,
+    optimizer: torch.optim.Optimizer,
+    samples: Sequence[TrainSample],
+    *,
+    device: torch.device,
+) -> StepStats:
+    """Forward/backward every micro-batch, clip, step. ``ref_logits`` None means no KL term."""
+    start = time.perf_counter()
+    lcfg = loss_config(cfg)
+    micro = list(_chunks(samples, cfg.batch.micro_batch_size))
+    policy.train()
+    optimizer.zero_grad(set_to_none=True)
+    sums = dict.fromkeys(("loss", "pg_loss", "kl", "entropy", "clipfrac", "ppo_kl"), 0.0)
+    tokens = 0
+    for mb in micro:
+        batch = pack(mb, device)
+        with autocast(device):
+            logits = response_logits(policy, batch, cfg.model.temperature)
+        logp = token_logprobs(logits, batch.response_ids)
+        kl_tokens = None
+        if ref_logits is not None and lcfg.kl_coef > 0:
+            with torch.no_grad(), autocast(device):
+                ref = ref_logits(batch)
+            if lcfg.kl_type == "full":
+                kl_tokens = full_kl(logits, ref)
+            else:
+                kl_tokens = kl_penalty(logp, token_logprobs(ref, batch.response_ids), lcfg.kl_type)
+        entropy = entropy_from_logits(logits) if lcfg.entropy_coef > 0 else None
+        out = grpo_loss(
+            lcfg,
+            log_prob=logp,
+            old_log_prob=batch.old_logprobs,
+            advantages=batch.advantages,
+            mask=batch.response_mask,
+            kl_tokens=kl_tokens,
+            entropy_tokens=entropy,
+        )
+        (out.loss / len(micro)).backward()  # type: ignore[no-untyped-call]
+        tokens += int(batch.response_mask.sum().item())
+        for key in sums:
+            sums[key] += float(getattr(out, key).detach()) / len(micro)
+    params = [p for p in policy.parameters() if p.requires_grad]
+    grad_norm = float(torch.nn.utils.clip_grad_norm_(params, cfg.optim.grad_clip))
+    skipped = not math.isfinite(grad_norm)
+    if skipped:
+        optimizer.zero_grad(set_to_none=True)
+    else:
+        optimizer.step()
+    return StepStats(
+        **sums,
+        grad_norm=grad_norm,
+        reward_mean=sum(s.reward for s in samples) / len(samples),
+        tokens=tokens,
+        seconds=time.perf_counter() - start,
+        skipped=skipped,
+    )
