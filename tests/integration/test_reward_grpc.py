@@ -319,9 +319,11 @@ def test_client_fails_over_and_reports_all_down(svc: ServiceThread) -> None:
     with RewardClient(f"{dead},{svc.grpc_address}", retry=fast, timeout_s=10) as client:
         results = [client.score_verl(row) for _ in range(4)]
     assert all(r.reward == pytest.approx(score_mapping(row).reward) for r in results)
-    with RewardClient([dead, "127.0.0.1:2"], retry=fast, timeout_s=2) as client:
-        with pytest.raises(RewardServiceUnavailable) as err:
-            client.score_verl(row)
+    with (
+        RewardClient([dead, "127.0.0.1:2"], retry=fast, timeout_s=2) as client,
+        pytest.raises(RewardServiceUnavailable) as err,
+    ):
+        client.score_verl(row)
     assert "127.0.0.1:1, 127.0.0.1:2" in str(err.value)
     assert "UNAVAILABLE" in str(err.value)
 
@@ -348,6 +350,8 @@ def test_tls(tmp_path: Path) -> None:
         with RewardClient(service.grpc_address, root_cert=cert) as client:
             assert client.score_verl(row).reward == pytest.approx(score_mapping(row).reward)
         fast = RetryPolicy(attempts=2, initial_s=0.01)
-        with RewardClient(service.grpc_address, retry=fast, timeout_s=2) as plain:
-            with pytest.raises(RewardServiceUnavailable):
-                plain.score_verl(row)
+        with (
+            RewardClient(service.grpc_address, retry=fast, timeout_s=2) as plain,
+            pytest.raises(RewardServiceUnavailable),
+        ):
+            plain.score_verl(row)

@@ -97,6 +97,7 @@ def test_text_game_both_forms(http: httpx.Client) -> None:
                 "text": row["solution_str"],
                 "ground_truth": row["ground_truth"],
                 "extra_info": json.dumps(row["extra_info"]),
+                "options": {k: row[k] for k in ("variant", "reward_type") if k in row},
             },
         ).json()
         assert verl["reward"] == typed["reward"] == core.reward
@@ -168,6 +169,17 @@ def test_probes_metrics_docs(http: httpx.Client) -> None:
 # ------------------------------------------------------------------ bad input
 
 ROW = example_rows("web_agent")[0]
+
+
+def video_body(**fields: Any) -> dict[str, Any]:
+    return {
+        "task": "video",
+        "frames": b64_tensor(FRAMES),
+        "target_frames": b64_tensor(TARGET),
+        **fields,
+    }
+
+
 NAN = FRAMES.copy()
 NAN[0, 0, 0, 0] = np.nan
 BAD_BODIES: dict[str, tuple[dict[str, Any], str]] = {
@@ -177,21 +189,24 @@ BAD_BODIES: dict[str, tuple[dict[str, Any], str]] = {
     "unknown field": ({**ROW, "colour": "red"}, "colour"),
     "mixed forms": ({**ROW, "task": "web"}, "body: mixes"),
     "no task": ({"text": "x"}, "task: required"),
-    "frames for text": ({"task": "web", "text": "x", "frames": b64_tensor(FRAMES)}, "text: task web"),
+    "frames for text": (
+        {"task": "web", "text": "x", "frames": b64_tensor(FRAMES)},
+        "text: task web",
+    ),
     "bad base64": (
         {"task": "video", "frames": {"data": "@@", "shape": [1], "dtype": "uint8"}},
         "frames.data: not valid base64",
     ),
     "wrong dtype": (
-        {"task": "video", "frames": {**b64_tensor(FRAMES), "dtype": "bool"}, "target_frames": b64_tensor(TARGET)},
+        video_body(frames={**b64_tensor(FRAMES), "dtype": "bool"}),
         "frames.dtype",
     ),
     "wrong shape": (
-        {"task": "video", "frames": {**b64_tensor(FRAMES), "shape": [2, 32, 96, 1]}, "target_frames": b64_tensor(TARGET)},
+        video_body(frames={**b64_tensor(FRAMES), "shape": [2, 32, 96, 1]}),
         "frames.shape",
     ),
     "shape and bytes disagree": (
-        {"task": "video", "frames": {**b64_tensor(FRAMES), "shape": [1, 32, 32, 3]}, "target_frames": b64_tensor(TARGET)},
+        video_body(frames={**b64_tensor(FRAMES), "shape": [1, 32, 32, 3]}),
         "frames.data",
     ),
     "NaN frames": (
