@@ -22,6 +22,7 @@ from __future__ import annotations
 import ast
 import json
 import re
+import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -48,7 +49,7 @@ _THINK_END = "</think>"
 MAX_DEPTH = 64
 #: How many ``{`` starts strict tries, and how many bracket/quote tokens it may scan in total.
 MAX_BLOCK_STARTS = 64
-MAX_SCAN_TOKENS = 2_000_000
+MAX_SCAN_TOKENS = 1_000_000
 
 
 @dataclass(frozen=True)
@@ -80,6 +81,13 @@ def paper_parse(response: str) -> Any:
     if len(answer) > MAX_REPAIR_CHARS:
         return ParseFailure(
             f"answer is {len(answer)} characters; not repaired (max {MAX_REPAIR_CHARS})"
+        )
+    limit = sys.getrecursionlimit()
+    if max_nesting(answer, limit) > limit:
+        # json_repair needs at least one Python frame per level, so it fails here (as it does in
+        # the reference) but only after seconds of work; fail fast with the same outcome.
+        return ParseFailure(
+            f"answer nested deeper than {limit} levels; json_repair cannot parse it"
         )
     try:
         repaired = json_repair.repair_json(answer)
@@ -170,6 +178,29 @@ def _match_brace(text: str, start: int, budget: list[int]) -> int | None:
     return None
 
 
+def max_nesting(text: str, stop_above: int) -> int:
+    """Deepest ``[``/``{`` nesting outside quoted strings (stops once above ``stop_above``)."""
+    depth = deepest = 0
+    pos = 0
+    while True:
+        token = _SPECIAL.search(text, pos)
+        if token is None:
+            return deepest
+        char, pos = token.group(), token.end()
+        if char in "[{":
+            depth += 1
+            deepest = max(deepest, depth)
+            if deepest > stop_above:
+                return deepest
+        elif char in "]}":
+            depth = max(depth - 1, 0)
+        else:
+            body = (_DQ_BODY if char == '"' else _SQ_BODY).match(text, pos)
+            if body is None:
+                return deepest
+            pos = body.end()
+
+
 def _decode_block(block: str) -> Any:
     try:
         return _plain(json.loads(block), 0)
@@ -183,7 +214,7 @@ def _decode_block(block: str) -> Any:
 
 
 def _repair(text: str) -> Any:
-    if len(text) > MAX_REPAIR_CHARS:
+    if len(text) > MAX_REPAIR_CHARS or max_nesting(text, MAX_DEPTH) > MAX_DEPTH:
         return None
     try:
         return _plain(json_repair.repair_json(text, return_objects=True), 0)

@@ -171,7 +171,7 @@ def compare_dict(a: Any, b: Any) -> bool:
     """The reference's recursive dict equality (lists and tuples compare as lists)."""
     if len(a) != len(b):
         return False
-    return all(not (key not in b or values_differ(a[key], b[key])) for key in a)
+    return all(key in b and not values_differ(a[key], b[key]) for key in a)
 
 
 def values_differ(a: Any, b: Any) -> bool:
