@@ -92,6 +92,15 @@ def channel_options(max_message_bytes: int) -> list[tuple[str, Any]]:
 # ---------------------------------------------------------------- request builders
 
 
+def json_default(value: Any) -> Any:
+    """numpy scalars and arrays (verl's parquet rows) -> JSON-able Python values."""
+    if isinstance(value, np.generic):
+        return value.item()
+    if isinstance(value, np.ndarray):
+        return value.tolist()
+    raise TypeError(f"extra_info: {type(value).__name__} is not JSON serialisable")
+
+
 def verl_request(row: Mapping[str, Any], request_id: str = "") -> reward_pb2.ScoreRequest:
     """A verl-style mapping -> proto request; ``InvalidInput`` naming the field."""
     for name in ("data_source", "solution_str", "ground_truth"):
@@ -104,7 +113,7 @@ def verl_request(row: Mapping[str, Any], request_id: str = "") -> reward_pb2.Sco
     elif isinstance(extra, str):
         extra_json = extra
     else:
-        extra_json = json.dumps(extra)
+        extra_json = json.dumps(extra, default=json_default)
     return reward_pb2.ScoreRequest(
         request_id=request_id,
         task=_TASKS[task],
