@@ -2,8 +2,15 @@
 
 Both variants read the same inputs: ``ground_truth`` (JSON of the next state) and
 ``extra_info["data_state"]`` (JSON of the current state), each ``{"game_state": [obj, ..., score]}``
-(REFERENCE §1.1). A malformed *reference* raises ``InvalidInput`` naming the field; a bad
-*prediction* never does (the scorers return a status instead).
+(REFERENCE §1.1). A state may also be given already decoded (a dict, or the bare list). A
+malformed *reference* raises ``InvalidInput`` naming the field; a bad *prediction* never does (the
+scorers return a status instead).
+
+A valid state is a list of objects (``uuid`` an integer or string, unique; ``name`` a string;
+``properties`` an object; ``contains`` a list) and exactly one score entry (an object with
+``score``), which must be the last entry of the current state. These are the fields the reference
+itself reads without a guard, so rejecting their absence loses no answer the reference could score
+except on data the task never produces.
 """
 
 from __future__ import annotations

@@ -12,7 +12,9 @@ Two extractors live here:
   then ``ast.literal_eval`` (Python ``repr``: single quotes, ``True``/``False``/``None``, tuples,
   trailing commas), then ``json_repair`` as a last resort, and the first block (after a phrase) or
   the last block (no phrase) that is an object with ``modified`` and ``removed`` is the answer. A
-  truncated answer (no closing brace) is handed to ``json_repair``, which closes it.
+  truncated answer (no closing brace) is handed to ``json_repair``, which closes it. So prose
+  braces before the answer (``{the box opens}``), an answer wrapped in a list, or a second JSON
+  value after it do not hide the answer as they do in the reference (tg_126, tg_010, tg_020).
 
 Neither raises on any input: failures come back as ``ParseFailure`` with a reason.
 """

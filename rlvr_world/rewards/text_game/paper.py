@@ -77,6 +77,7 @@ def _finish(
         "item_accuracy": item,
         "score_accuracy": score,
         "exact": float(exact),
+        "n_fields": float(n_items),
         "n_correct": float(counts.correct),
         "n_errors": float(counts.errors),
         "n_score_correct": float(counts.score_correct),
@@ -91,8 +92,8 @@ def _finish(
             reward=0.0,
             status=Status.ERROR,
             metrics=metrics,
-            message=f"reference KeyError {exc} on a predicted property key absent from both "
-            "states (REFERENCE §7.2); reward 0 as in the reference",
+            message=f"reference KeyError {exc}: a predicted property key that the object has in "
+            "neither state (REFERENCE §7.2); reward 0 as in the reference",
         )
     if changed:
         metrics["changed_accuracy"] = sum(changed) / len(changed)
