@@ -48,9 +48,9 @@ def tiny_model(tmp_path: Path) -> Path:
 
     torch.set_num_threads(1)
     path = tmp_path / "model"
-    build_tiny(TinyModel(vocab_size=128, hidden_size=32, num_layers=2, num_heads=2)).save_pretrained(
-        path
-    )
+    build_tiny(
+        TinyModel(vocab_size=128, hidden_size=32, num_layers=2, num_heads=2)
+    ).save_pretrained(path)
     return path
 
 
@@ -69,7 +69,15 @@ def _events(log: Path) -> list[dict[str, Any]]:
 
 
 def _trainer(config: Path, url: str, *extra: str) -> subprocess.Popen[bytes]:
-    cmd = [sys.executable, "-m", "trainer", "--config", str(config), "--set", f"queue.redis_url={url}"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "trainer",
+        "--config",
+        str(config),
+        "--set",
+        f"queue.redis_url={url}",
+    ]
     return subprocess.Popen(
         [*cmd, *extra], cwd=REPO, env=_env(), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
     )
@@ -81,7 +89,10 @@ def _push_stale(handle: RedisHandle) -> list[str]:
     for i in range(2):
         group = ScoredGroup.model_validate(
             {
-                "group_id": f"stale-{i}", "prompt_id": "old", "task": "toy", "policy_version": 0,
+                "group_id": f"stale-{i}",
+                "prompt_id": "old",
+                "task": "toy",
+                "policy_version": 0,
                 "prompt_token_ids": [1, 2, 3],
                 "samples": [
                     {"token_ids": [4, 6], "logprobs": [-4.0, -4.5], "reward": 1.0, "status": "ok"},
@@ -111,9 +122,14 @@ def _push_bad(handle: RedisHandle) -> None:
 def _push_template() -> str:
     return json.dumps(
         {
-            "group_id": "bad-ver", "prompt_id": "p", "task": "toy", "policy_version": 0,
+            "group_id": "bad-ver",
+            "prompt_id": "p",
+            "task": "toy",
+            "policy_version": 0,
             "prompt_token_ids": [1],
-            "samples": [{"token_ids": [2, 3], "logprobs": [-1.0, -1.0], "reward": 1, "status": "ok"}],
+            "samples": [
+                {"token_ids": [2, 3], "logprobs": [-1.0, -1.0], "reward": 1, "status": "ok"}
+            ],
         }
     )
 
@@ -146,16 +162,35 @@ run: {{run_dir: {run_dir}, total_steps: 1000, checkpoint_every: 2, device: cpu, 
     _push_bad(redis_handle)
     producer = subprocess.Popen(
         [
-            sys.executable, "-m", "trainer.toy_producer", "--model", str(tiny_model),
-            "--redis-url", redis_handle.url, "--groups", str(GROUPS), "--group-size", "3",
-            "--fail-every", "5", "--max-len", "6", "--interval", "0.15",
-            "--ids-out", str(ids_file),
+            sys.executable,
+            "-m",
+            "trainer.toy_producer",
+            "--model",
+            str(tiny_model),
+            "--redis-url",
+            redis_handle.url,
+            "--groups",
+            str(GROUPS),
+            "--group-size",
+            "3",
+            "--fail-every",
+            "5",
+            "--max-len",
+            "6",
+            "--interval",
+            "0.15",
+            "--ids-out",
+            str(ids_file),
         ],
-        cwd=REPO, env=_env(), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+        cwd=REPO,
+        env=_env(),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
     )
     first = _trainer(config, redis_handle.url)
     second: subprocess.Popen[bytes] | None = None
     try:
+
         def killable() -> bool:
             ev = _events(log)
             ckpts = [e["step"] for e in ev if e["event"] == "checkpoint"]
@@ -187,7 +222,35 @@ run: {{run_dir: {run_dir}, total_steps: 1000, checkpoint_every: 2, device: cpu, 
     steps2 = [e for e in run2 if e["event"] == "step"]
     assert steps2 and steps2[0]["step"] == resumed_step + 1
 
-    # accounting: what the last checkpoint of run 1 covered, plus everything in run 2
+    _assert_every_group_accounted(
+        _accounting(run1, run2, resumed_step), ids_file.read_text().split(), stale_ids
+    )
+
+    every_step = [e for e in events if e["event"] == "step"]
+    assert all(math.isfinite(e["loss"]) and math.isfinite(e["grad_norm"]) for e in every_step)
+
+    _assert_dead_letters_and_empty_queue(redis_handle)
+    end = next(e for e in reversed(run2) if e["event"] == "end")
+    latest = json.loads(redis_handle.client.get("rlvr:weights:latest"))  # type: ignore[arg-type]
+    assert latest["version"] == end["step"]
+    _assert_parameters_moved(tiny_model, Path(latest["path"]))
+
+
+def _assert_parameters_moved(initial: Path, checkpoint: Path) -> None:
+    from safetensors.torch import load_file
+
+    before = load_file(initial / "model.safetensors")
+    after = load_file(checkpoint / "model.safetensors")
+    assert before.keys() == after.keys()
+    moved = sum(float((after[k].float() - before[k].float()).abs().sum()) for k in before)
+    assert moved > 0.0
+    assert all(bool(after[k].isfinite().all()) for k in after)
+
+
+def _accounting(
+    run1: list[dict[str, Any]], run2: list[dict[str, Any]], resumed_step: int
+) -> dict[str, str]:
+    """group id -> trained / drop reason: run 1 up to its last checkpoint, plus all of run 2."""
     accounted: dict[str, str] = {}
     step = 0
     for ev in run1:
@@ -204,20 +267,16 @@ run: {{run_dir: {run_dir}, total_steps: 1000, checkpoint_every: 2, device: cpu, 
             accounted.update(dict.fromkeys(ev["group_ids"], "trained"))
         elif ev["event"] == "drop" and ev["reason"] != "duplicate":
             accounted.setdefault(ev["group_id"], ev["reason"])
-    pushed = ids_file.read_text().split()
-    assert len(pushed) == GROUPS
-    missing = set(pushed + stale_ids) - set(accounted)
-    assert not missing, f"groups neither trained nor dropped: {missing}"
-    assert {accounted[i] for i in stale_ids} == {"stale"}
-    assert "too_few_valid" in accounted.values()
-    assert sum(v == "trained" for v in accounted.values()) >= 4
+    return accounted
 
-    every_step = [e for e in events if e["event"] == "step"]
-    assert all(math.isfinite(e["loss"]) and math.isfinite(e["grad_norm"]) for e in every_step)
 
-    client = redis_handle.client
+def _assert_dead_letters_and_empty_queue(handle: RedisHandle) -> None:
+    client = handle.client
     names = StreamNames()
-    dead = {f[b"group_id"].decode(): f[b"dead_reason"].decode() for _, f in client.xrange(names.dead_letter)}
+    dead = {
+        f[b"group_id"].decode(): f[b"dead_reason"].decode()
+        for _, f in client.xrange(names.dead_letter)
+    }
     assert set(dead) == {"bad-json", "bad-ver", "bad-len"}
     assert "payload is not JSON" in dead["bad-json"]
     assert "schema_version '7'" in dead["bad-ver"]
@@ -225,18 +284,13 @@ run: {{run_dir: {run_dir}, total_steps: 1000, checkpoint_every: 2, device: cpu, 
     assert client.xlen(names.stream) == 0
     assert client.xpending(names.stream, names.group)["pending"] == 0
 
-    end = next(e for e in reversed(run2) if e["event"] == "end")
-    latest = json.loads(client.get("rlvr:weights:latest"))
-    assert latest["version"] == end["step"]
-    _assert_parameters_moved(tiny_model, Path(latest["path"]))
 
-
-def _assert_parameters_moved(initial: Path, checkpoint: Path) -> None:
-    from safetensors.torch import load_file
-
-    before = load_file(initial / "model.safetensors")
-    after = load_file(checkpoint / "model.safetensors")
-    assert before.keys() == after.keys()
-    moved = sum(float((after[k].float() - before[k].float()).abs().sum()) for k in before)
-    assert moved > 0.0
-    assert all(bool(after[k].isfinite().all()) for k in after)
+def _assert_every_group_accounted(
+    accounted: dict[str, str], pushed: list[str], stale_ids: list[str]
+) -> None:
+    assert len(pushed) == GROUPS
+    missing = set(pushed + stale_ids) - set(accounted)
+    assert not missing, f"groups neither trained nor dropped: {missing}"
+    assert {accounted[i] for i in stale_ids} == {"stale"}
+    assert "too_few_valid" in accounted.values()
+    assert sum(v == "trained" for v in accounted.values()) >= 4

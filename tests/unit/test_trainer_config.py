@@ -47,13 +47,13 @@ def test_overrides_and_their_errors() -> None:
     assert cfg.run.total_steps == 3
     assert cfg.grpo.kl_type == "k3" and cfg.grpo.dual_clip is False
     assert cfg.queue.redis_url is None
-    with pytest.raises(ValueError, match="section.key=value"):
+    with pytest.raises(ValueError, match=r"section\.key=value"):
         apply_overrides({}, ["nokey"])
     with pytest.raises(ValidationError, match="greater than or equal to 1"):
         load_config(CONFIG_DIR / "tiny_cpu.yaml", ["run.total_steps=0"])
     with pytest.raises(ValidationError, match="kl_type must be one of"):
         load_config(CONFIG_DIR / "tiny_cpu.yaml", ["grpo.kl_type=bogus"])
-    with pytest.raises(ValidationError, match="exactly one of model.path and model.tiny"):
+    with pytest.raises(ValidationError, match=r"exactly one of model\.path and model\.tiny"):
         load_config(CONFIG_DIR / "tiny_cpu.yaml", ["model.path=somewhere"])
     with pytest.raises(ValidationError, match="Extra inputs"):
         load_config(CONFIG_DIR / "tiny_cpu.yaml", ["optim.momentum=0.9"])
