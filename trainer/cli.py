@@ -25,7 +25,7 @@ def configure_parser(parser: argparse.ArgumentParser) -> argparse.ArgumentParser
         help="override a config field, e.g. --set run.total_steps=10 (repeatable)",
     )
     parser.add_argument("--log-level", default="INFO", help="logging level (default INFO)")
-    parser.set_defaults(func=run_train)
+    parser.set_defaults(handler=run_train)
     return parser
 
 
@@ -61,4 +61,4 @@ def run_train(args: argparse.Namespace) -> int:
 def main(argv: list[str] | None = None) -> int:
     parser = configure_parser(argparse.ArgumentParser(prog="python -m trainer"))
     args = parser.parse_args(argv)
-    return int(args.func(args))
+    return int(args.handler(args))
