@@ -8,8 +8,8 @@ The dataset needs a ``ground_truth`` column and either a ``data_source`` column 
 on (the text game needs its ``data_state``). Completions may be strings or conversational
 (``[{"role": "assistant", "content": ...}]``). As TRL's own rewards, it returns one float per
 completion, or ``None`` where the reward does not apply: a sample whose score failed (unparseable,
-invalid input, timeout, error) gets ``None`` when ``none_on_failure`` (TRL then ignores it), else the
-core's reward. The whole group is one ``ScoreBatch`` call.
+invalid input, timeout, error) gets ``None`` when ``none_on_failure`` (TRL then ignores it), else
+the core's reward. The whole group is one ``ScoreBatch`` call.
 """
 
 from __future__ import annotations

@@ -57,10 +57,28 @@ def _pid() -> int:
     return os.getpid()
 
 
-def score_text_chunk(requests: Sequence[TextScoreRequest]) -> list[RewardResult]:
-    """Score requests one by one; an unexpected exception becomes status ``error`` for that one."""
+#: A validated TextScoreRequest as a tuple: pickles several times faster than the model.
+TextFields = tuple[str, str, str, Any, str, str]
+_FIELDS = ("data_source", "solution_str", "ground_truth", "extra_info", "variant", "reward_type")
+
+
+def to_fields(req: TextScoreRequest) -> TextFields:
+    return (
+        req.data_source,
+        req.solution_str,
+        req.ground_truth,
+        req.extra_info,
+        req.variant,
+        req.reward_type,
+    )
+
+
+def score_text_chunk(rows: Sequence[TextFields]) -> list[RewardResult]:
+    """Score already-validated requests one by one (pool side); a scorer exception becomes status
+    ``error`` for that request only."""
     out = []
-    for req in requests:
+    for row in rows:
+        req = TextScoreRequest.model_construct(**dict(zip(_FIELDS, row, strict=True)))
         try:
             out.append(score_text(req))
         except Exception as exc:  # a scorer bug must not fail its neighbours
@@ -181,11 +199,11 @@ class RewardEngine:
         if self._pool is None:
             raise RuntimeError("engine not started")
         try:
-            fut = self._pool.submit(score_text_chunk, reqs)
+            fut = self._pool.submit(score_text_chunk, [to_fields(r) for r in reqs])
         except BrokenProcessPool:
             log.error("scoring pool broken; starting a new one")
             self._pool = self._new_pool()
-            fut = self._pool.submit(score_text_chunk, reqs)
+            fut = self._pool.submit(score_text_chunk, [to_fields(r) for r in reqs])
         self._track(+1)
         fut.add_done_callback(lambda _: self._track(-1))
         return fut

@@ -1,0 +1,210 @@
+"""Reward service overheads, each against a baseline measured in the same run.
+
+1. gRPC ``ScoreBatch`` throughput on golden text-game requests, service with 1 scoring process,
+   vs the in-process ``score_mapping`` loop (target: within 20%, ratio >= 0.8).
+2. The same with a pool of 2 processes (target: >= 1.7x the in-process loop; needs 2 free cores).
+3. ST-LPIPS (VGG) at 64x64: pairs/s through the service's micro-batcher (64 concurrent callers,
+   one pair each) and one batched call, vs one call per pair (target >= 3x).
+4. p50/p99 latency of single ``Score`` calls (one web request) over HTTP and gRPC.
+
+Requests come from ``$RLVR_SHARED_DIR/golden`` (else ``examples/score_requests.jsonl``, said so).
+Usage: ``python bench/reward_service.py [--seconds 3]``. Other processes on the machine skew every
+number; the ratios are what to compare.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import json
+import os
+import statistics
+import sys
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+
+def text_game_rows() -> tuple[list[dict[str, Any]], str]:
+    shared = os.environ.get("RLVR_SHARED_DIR")
+    path = Path(shared or "") / "golden" / "golden_text_game.jsonl"
+    rows = []
+    if shared and path.exists():
+        for line in path.read_text(encoding="utf-8").splitlines():
+            case = json.loads(line)
+            extra = case.get("extra_info")
+            rows.append(
+                {
+                    "data_source": "llm_simulator",
+                    "solution_str": case["response"],
+                    "ground_truth": case["ground_truth"],
+                    "extra_info": ast.literal_eval(extra) if isinstance(extra, str) else extra,
+                }
+            )
+        return rows, str(path)
+    for line in (ROOT / "examples" / "score_requests.jsonl").read_text().splitlines():
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError:
+            continue
+        if row.get("data_source") == "llm_simulator":
+            rows.append(row)
+    return rows, "examples/score_requests.jsonl (RLVR_SHARED_DIR not set)"
+
+
+def rate(fn: Callable[[], int], seconds: float) -> float:
+    """Items/s of ``fn`` (returns the items it did), repeated for ``seconds`` after one warm-up."""
+    fn()
+    items, start = 0, time.perf_counter()
+    while time.perf_counter() - start < seconds:
+        items += fn()
+    return items / (time.perf_counter() - start)
+
+
+def inprocess_rate(rows: list[dict[str, Any]], seconds: float) -> float:
+    from rlvr_world.rewards.dispatch import score_mapping
+
+    def loop() -> int:
+        for row in rows:
+            score_mapping(row)
+        return len(rows)
+
+    return rate(loop, seconds)
+
+
+def grpc_batch_rate(rows: list[dict[str, Any]], workers: int, seconds: float) -> float:
+    """ScoreBatch req/s with two calls in flight (the pool never waits on the wire)."""
+    import grpc
+
+    from rlvr_world.client import verl_request
+    from rlvr_world.v1 import reward_pb2, reward_pb2_grpc
+    from services.reward.settings import RewardSettings
+    from services.reward.testing import ServiceThread
+
+    batch = reward_pb2.ScoreBatchRequest(requests=[verl_request(r) for r in rows])
+    settings = RewardSettings(grpc_port=0, http_port=0, workers=workers, max_batch=10_000)
+    with ServiceThread(settings) as svc, grpc.insecure_channel(svc.grpc_address) as ch:
+        stub = reward_pb2_grpc.RewardServiceStub(ch)
+
+        def two() -> int:
+            futures = [stub.ScoreBatch.future(batch, timeout=120) for _ in range(2)]
+            return sum(len(f.result().responses) for f in futures)
+
+        return rate(two, seconds)
+
+
+def perceptual_rates(seconds: float) -> tuple[float, float, float]:
+    """(per-pair, micro-batched with 64 callers, one batched call) pairs/s, ST-LPIPS VGG 64x64."""
+    import torch
+
+    from rlvr_world.rewards.perceptual import make_perceptual
+    from services.reward.batching import BatchedPerceptual
+
+    torch.set_num_threads(1)
+    scorer = make_perceptual("stlpips", "vgg", "cpu", batch_size=64)
+    rng = np.random.default_rng(0)
+    a = rng.random((64, 64, 64, 3), dtype=np.float32)
+    b = rng.random((64, 64, 64, 3), dtype=np.float32)
+
+    def per_pair() -> int:
+        for i in range(64):
+            scorer(a[i : i + 1], b[i : i + 1])
+        return 64
+
+    batcher = BatchedPerceptual(scorer, max_batch=64, max_wait_s=0.005)
+    pool = ThreadPoolExecutor(64)
+
+    def micro() -> int:
+        list(pool.map(lambda i: batcher(a[i : i + 1], b[i : i + 1]), range(64)))
+        return 64
+
+    def batched() -> int:
+        scorer(a, b)
+        return 64
+
+    out = rate(per_pair, seconds), rate(micro, seconds), rate(batched, seconds)
+    batcher.close()
+    pool.shutdown()
+    return out
+
+
+def latencies(n: int) -> dict[str, tuple[float, float]]:
+    """p50/p99 ms of single Score calls, one web request, over HTTP and gRPC (1 worker)."""
+    import grpc
+    import httpx
+
+    from rlvr_world.client import verl_request
+    from rlvr_world.v1 import reward_pb2_grpc
+    from services.reward.settings import RewardSettings
+    from services.reward.testing import ServiceThread
+
+    rows = [
+        json.loads(x)
+        for x in (ROOT / "examples" / "score_requests.jsonl").read_text().splitlines()
+        if '"web_agent"' in x
+    ]
+    row = rows[0]
+    req = verl_request(row)
+    out = {}
+    settings = RewardSettings(grpc_port=0, http_port=0, workers=1)
+    with ServiceThread(settings) as svc:
+        with grpc.insecure_channel(svc.grpc_address) as ch:
+            stub = reward_pb2_grpc.RewardServiceStub(ch)
+            out["grpc"] = _percentiles(lambda: stub.Score(req, timeout=10), n)
+        with httpx.Client(base_url=svc.http_url) as http:
+            out["http"] = _percentiles(
+                lambda: http.post("/v1/score", json=row).raise_for_status(), n
+            )
+    return out
+
+
+def _percentiles(call: Callable[[], object], n: int) -> tuple[float, float]:
+    for _ in range(20):
+        call()
+    times = []
+    for _ in range(n):
+        t0 = time.perf_counter()
+        call()
+        times.append((time.perf_counter() - t0) * 1000)
+    q = statistics.quantiles(times, n=100)
+    return q[49], q[98]
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--seconds", type=float, default=3.0, help="per measurement")
+    parser.add_argument("--latency-calls", type=int, default=400)
+    args = parser.parse_args()
+    rows, source = text_game_rows()
+    out = sys.stdout.write
+    out(f"requests: {len(rows)} text-game rows from {source}; cpu_count={os.cpu_count()}\n")
+    base = inprocess_rate(rows, args.seconds)
+    out(f"in-process score_mapping loop : {base:8.1f} req/s (baseline)\n")
+    one = grpc_batch_rate(rows, 1, args.seconds)
+    out(
+        f"gRPC ScoreBatch, 1 process    : {one:8.1f} req/s  ratio {one / base:.2f} (target >= 0.80)\n"
+    )
+    two = grpc_batch_rate(rows, 2, args.seconds)
+    out(
+        f"gRPC ScoreBatch, 2 processes  : {two:8.1f} req/s  ratio {two / base:.2f} (target >= 1.70)\n"
+    )
+    per, micro, batched = perceptual_rates(args.seconds)
+    out(f"ST-LPIPS vgg 64x64 per pair   : {per:8.1f} pairs/s (baseline)\n")
+    out(
+        f"  micro-batched, 64 callers   : {micro:8.1f} pairs/s  ratio {micro / per:.2f} (target >= 3)\n"
+    )
+    out(f"  one call of 64 pairs        : {batched:8.1f} pairs/s  ratio {batched / per:.2f}\n")
+    for transport, (p50, p99) in latencies(args.latency_calls).items():
+        out(f"single Score over {transport:<5}: p50 {p50:6.2f} ms  p99 {p99:6.2f} ms\n")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
