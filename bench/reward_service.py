@@ -1,7 +1,8 @@
 """Reward service overheads, each against a baseline measured in the same run.
 
-1. gRPC ``ScoreBatch`` throughput on golden text-game requests, service with 1 scoring process,
-   vs the in-process ``score_mapping`` loop (target: within 20%, ratio >= 0.8).
+1. gRPC ``ScoreBatch`` throughput on golden text-game requests, service (``python -m
+   services.reward``, its own process) with 1 scoring process, vs the in-process
+   ``score_mapping`` loop (target: within 20%, ratio >= 0.8).
 2. The same with a pool of 2 processes (target: >= 1.7x the in-process loop; needs 2 free cores).
 3. ST-LPIPS (VGG) at 64x64: pairs/s through the service's micro-batcher (64 concurrent callers,
    one pair each) and one batched call, vs one call per pair (target >= 3x).
@@ -18,8 +19,12 @@ import argparse
 import ast
 import json
 import os
+import re
+import signal
 import statistics
+import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -59,6 +64,23 @@ def text_game_rows() -> tuple[list[dict[str, Any]], str]:
     return rows, "examples/score_requests.jsonl (RLVR_SHARED_DIR not set)"
 
 
+READY = re.compile(r"reward service ready: gRPC ([\d.]+):(\d+), HTTP (http://[\d.:]+)")
+
+
+def start_server(workers: int) -> tuple[subprocess.Popen[str], str, str]:
+    """The service in its own process (the load generator must not share its GIL)."""
+    cmd = [sys.executable, "-m", "services.reward", "--grpc-port", "0", "--http-port", "0",
+           "--workers", str(workers)]  # fmt: skip
+    proc = subprocess.Popen(cmd, cwd=ROOT, env=os.environ, stderr=subprocess.PIPE, text=True)
+    assert proc.stderr is not None
+    for line in proc.stderr:
+        match = READY.search(line)
+        if match:
+            threading.Thread(target=proc.stderr.read, daemon=True).start()  # keep draining
+            return proc, f"{match[1]}:{match[2]}", match[3]
+    raise RuntimeError(f"service did not start (exit {proc.wait()})")
+
+
 def rate(fn: Callable[[], int], seconds: float) -> float:
     """Items/s of ``fn`` (returns the items it did), repeated for ``seconds`` after one warm-up."""
     fn()
@@ -85,19 +107,21 @@ def grpc_batch_rate(rows: list[dict[str, Any]], workers: int, seconds: float) ->
 
     from rlvr_world.client import verl_request
     from rlvr_world.v1 import reward_pb2, reward_pb2_grpc
-    from services.reward.settings import RewardSettings
-    from services.reward.testing import ServiceThread
 
     batch = reward_pb2.ScoreBatchRequest(requests=[verl_request(r) for r in rows])
-    settings = RewardSettings(grpc_port=0, http_port=0, workers=workers, max_batch=10_000)
-    with ServiceThread(settings) as svc, grpc.insecure_channel(svc.grpc_address) as ch:
-        stub = reward_pb2_grpc.RewardServiceStub(ch)
+    proc, address, _ = start_server(workers)
+    try:
+        with grpc.insecure_channel(address) as ch:
+            stub = reward_pb2_grpc.RewardServiceStub(ch)
 
-        def two() -> int:
-            futures = [stub.ScoreBatch.future(batch, timeout=120) for _ in range(2)]
-            return sum(len(f.result().responses) for f in futures)
+            def two() -> int:
+                futures = [stub.ScoreBatch.future(batch, timeout=120) for _ in range(2)]
+                return sum(len(f.result().responses) for f in futures)
 
-        return rate(two, seconds)
+            return rate(two, seconds)
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=30)
 
 
 def perceptual_rates(seconds: float) -> tuple[float, float, float]:
@@ -188,18 +212,15 @@ def main() -> int:
     base = inprocess_rate(rows, args.seconds)
     out(f"in-process score_mapping loop : {base:8.1f} req/s (baseline)\n")
     one = grpc_batch_rate(rows, 1, args.seconds)
-    out(
-        f"gRPC ScoreBatch, 1 process    : {one:8.1f} req/s  ratio {one / base:.2f} (target >= 0.80)\n"
-    )
+    out(f"gRPC ScoreBatch, 1 process    : {one:8.1f} req/s  ratio {one / base:.2f}")
+    out(" (target >= 0.80)\n")
     two = grpc_batch_rate(rows, 2, args.seconds)
-    out(
-        f"gRPC ScoreBatch, 2 processes  : {two:8.1f} req/s  ratio {two / base:.2f} (target >= 1.70)\n"
-    )
+    out(f"gRPC ScoreBatch, 2 processes  : {two:8.1f} req/s  ratio {two / base:.2f}")
+    out(" (target >= 1.70)\n")
     per, micro, batched = perceptual_rates(args.seconds)
     out(f"ST-LPIPS vgg 64x64 per pair   : {per:8.1f} pairs/s (baseline)\n")
-    out(
-        f"  micro-batched, 64 callers   : {micro:8.1f} pairs/s  ratio {micro / per:.2f} (target >= 3)\n"
-    )
+    out(f"  micro-batched, 64 callers   : {micro:8.1f} pairs/s  ratio {micro / per:.2f}")
+    out(" (target >= 3)\n")
     out(f"  one call of 64 pairs        : {batched:8.1f} pairs/s  ratio {batched / per:.2f}\n")
     for transport, (p50, p99) in latencies(args.latency_calls).items():
         out(f"single Score over {transport:<5}: p50 {p50:6.2f} ms  p99 {p99:6.2f} ms\n")
