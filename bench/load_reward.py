@@ -1,9 +1,10 @@
 """Bounded load test: N concurrent clients for a fixed time against one reward worker on loopback.
 
 Starts ``python -m services.reward`` in its own process with one scoring process (``--workers``),
-then runs ``--clients`` asyncio clients in this process, each sending single ``Score`` calls back to back (a mix of golden text-game and web requests, or
-the examples without ``RLVR_SHARED_DIR``) over gRPC or HTTP for ``--seconds``. Reports requests/s,
-p50/p99 latency and errors (target: 0 errors). Usage:
+then runs ``--clients`` asyncio clients in this process, each sending single ``Score`` calls back
+to back (a mix of golden text-game and web requests, or the examples without ``RLVR_SHARED_DIR``)
+over gRPC or HTTP for ``--seconds``. Reports requests/s, p50/p99 latency and errors (target: 0
+errors). Usage:
 ``python bench/load_reward.py --clients 32 --seconds 10 --transport grpc``.
 """
 
