@@ -25,6 +25,17 @@ from rlvr_world.rewards.types import RewardResult, Status, failed
 MAX_LINE_BYTES = 16 * 1024 * 1024
 
 
+class BatchAborted(RuntimeError):
+    """The reward service went away mid-file: results up to ``lineno - 1`` were written."""
+
+    def __init__(self, lineno: int, cause: Exception) -> None:
+        self.lineno = lineno
+        super().__init__(
+            f"stopped at line {lineno}: {cause}; the results of the lines before it were written, "
+            f"rerun from line {lineno} once the service is back"
+        )
+
+
 @dataclass
 class Summary:
     """Counts for the closing report of a batch run."""
@@ -103,7 +114,13 @@ def score_lines(
                 yield "unknown", parsed
                 continue
             row = _with_default_variant(parsed, variant)
-            result = client.score_verl(row) if client is not None else score_mapping(row)
+            if client is None:
+                result = score_mapping(row)
+            else:
+                try:
+                    result = client.score_verl(row)
+                except ConnectionError as exc:  # RewardServiceUnavailable: every retry failed
+                    raise BatchAborted(lineno, exc) from exc
             yield _task_name(row), _located(lineno, result)
     finally:
         if client is not None:
@@ -139,13 +156,22 @@ def score_file(
     variant: str | None = None,
     quiet: bool = False,
 ) -> int:
-    """Score ``input_path`` into ``output_path``; print a summary to stderr. Returns 0."""
+    """Score ``input_path`` into ``output_path``; print a summary to stderr.
+
+    Returns 0, or 2 when the reward service (``server``) became unreachable: the lines scored
+    before that are written and flushed, and the message names the line to restart from.
+    """
     summary = Summary()
     start = time.perf_counter()
+    code = 0
     with _open(input_path, "r") as src, _open(output_path, "w") as dst:
-        for task, result in score_lines(src, variant=variant, server=server):
-            dst.write(json.dumps(result.to_dict(), ensure_ascii=False) + "\n")
-            summary.add(task, result)
+        try:
+            for task, result in score_lines(src, variant=variant, server=server):
+                dst.write(json.dumps(result.to_dict(), ensure_ascii=False) + "\n")
+                summary.add(task, result)
+        except BatchAborted as exc:
+            sys.stderr.write(f"error: {exc}\n")
+            code = 2
     if not quiet:
         sys.stderr.write(summary.render(time.perf_counter() - start) + "\n")
-    return 0
+    return code
