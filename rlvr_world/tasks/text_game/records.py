@@ -88,10 +88,16 @@ def _field(record: Mapping[str, Any], *path: str) -> Any:
 
 
 def _objects(record: Mapping[str, Any], state: str) -> list[dict[str, Any]]:
+    """The objects of one state, without a score entry already appended to them.
+
+    GPT-simulator's ``quest_gpt.py`` appends the score entry to the record's own ``objects`` list
+    (``make_game_state`` shares it), so records saved after it ran (``test_sample_300.jsonl``)
+    carry the score there too; it is dropped here and taken from the ``*_score_state`` field.
+    """
     objects = _field(record, state, "objects")
     if not isinstance(objects, list) or not all(isinstance(o, dict) for o in objects):
         raise ValueError(f"transition record: {state}.objects must be a list of objects")
-    return list(objects)
+    return [o for o in objects if "uuid" in o or "score" not in o]
 
 
 def _score(record: Mapping[str, Any], name: str) -> dict[str, Any]:
