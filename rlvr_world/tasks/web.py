@@ -35,7 +35,7 @@ from __future__ import annotations
 import json
 import logging
 import re
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -217,8 +217,3 @@ def build_web_prompt(transition: WebTransition) -> str:
         f"OBSERVATION:\n{transition.obs_before}\n"
         f"CURRENT ACTION: {transition.action}\n"
     )
-
-
-def section_lines(diff: TreeDiff) -> Sequence[tuple[str, tuple[str, ...]]]:
-    """``(title, lines)`` per section, for callers that score or print sections."""
-    return tuple(zip(SECTION_TITLES, (diff.new, diff.deleted, diff.updated), strict=True))

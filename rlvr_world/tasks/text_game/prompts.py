@@ -62,7 +62,9 @@ _PREAMBLE = (
     "Note that while game states can be changed by actions, some game states may change over "
     "the time, which is described in the tick function of each object class. \n"
 )
-_TWO_EXAMPLES = "Here are two examples of both cases. Both examples are from the same example game.\n"
+_TWO_EXAMPLES = (
+    "Here are two examples of both cases. Both examples are from the same example game.\n"
+)
 _FIRST_EXAMPLE = "In the first example, the game state is changed by an action:\n"
 _SECOND_EXAMPLE = (
     "In the second example from the same example game, the game state is changed over the time. "
@@ -164,7 +166,12 @@ def build_paper_prompt(transition: Transition, rules: Rules, examples: PromptExa
         f"Here is a description of the score function of the example game:\n{ex_score}\n",
     ]
     if examples.tick is not None:
-        parts += [_FIRST_EXAMPLE, _example_block(ex), _SECOND_EXAMPLE, _example_block(examples.tick)]
+        parts += [
+            _FIRST_EXAMPLE,
+            _example_block(ex),
+            _SECOND_EXAMPLE,
+            _example_block(examples.tick),
+        ]
     else:
         parts.append(_example_block(ex))
     parts += [
