@@ -9,7 +9,8 @@ are rendered with Python ``str()`` (single quotes, ``True``/``None``), as the or
 
 ``build_compact_prompt`` is for small models with short contexts: no rules, no examples, the state
 as compact JSON, and a short instruction that names the answer format and the answer phrase that
-both reward variants look for (``The final answer is:``). Typically 2-4k characters.
+both reward variants look for (``The final answer is:``). 1.3-4.6k characters on the test
+set (median 2.4k), against 20-23k for the paper prompt.
 
 ``to_verl_row`` builds the paper's parquet row (REFERENCE §1.2) from a transition and a prompt.
 """
