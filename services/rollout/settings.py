@@ -1,0 +1,59 @@
+"""Settings of the rollout service: one pydantic-settings class, env prefix ``RLVR_ROLLOUT_``.
+
+Built once in the entrypoint (``services.rollout.cli``) and passed down; never imported as a
+global. ``model`` is required (a missing one fails at boot). ``redis_url`` unset: no weight watcher,
+weights move only through the ``LoadWeights`` call.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+
+class RolloutSettings(BaseSettings):
+    """One rollout server: a generation engine behind gRPC, optionally following the trainer."""
+
+    model_config = SettingsConfigDict(env_prefix="RLVR_ROLLOUT_", extra="ignore")
+
+    model: str = Field(description="Hugging Face causal LM directory (save_pretrained layout)")
+    tokenizer: str | None = Field(default=None, description="tokenizer directory (default: model)")
+    gguf_file: str | None = Field(
+        default=None, description="GGUF file name inside the model directory (dequantized on load)"
+    )
+    engine: Literal["transformers"] = Field(
+        default="transformers", description="generation engine (vLLM: a later release)"
+    )
+    device: str = Field(default="cpu", description="torch device of the transformers engine")
+    dtype: Literal["float32", "bfloat16", "float16"] = Field(
+        default="float32", description="weights dtype of the transformers engine"
+    )
+    torch_threads: int = Field(default=1, ge=1, le=256, description="torch intra-op threads")
+    host: str = Field(default="127.0.0.1", description="interface the gRPC server binds")
+    grpc_port: int = Field(default=50061, ge=0, le=65535, description="0 picks a free port")
+    max_n: int = Field(default=64, ge=1, le=4096, description="most samples per prompt")
+    max_tokens: int = Field(default=4096, ge=1, le=1_000_000, description="most new tokens")
+    max_prompt_tokens: int = Field(
+        default=32_768, ge=1, le=10_000_000, description="longest prompt"
+    )
+    initial_version: int = Field(
+        default=0, ge=0, description="policy version reported for the weights loaded at start"
+    )
+    max_payload_bytes: int = Field(
+        default=64 * 1024 * 1024, ge=1024, le=2**31 - 1, description="largest gRPC message"
+    )
+    grace_s: float = Field(default=10.0, ge=0, le=600, description="SIGTERM grace for in-flight")
+    redis_url: str | None = Field(
+        default=None, description="follow the trainer's weights in this Redis (unset: no watcher)"
+    )
+    weights_key: str = Field(default="rlvr:weights:latest", description="key of the latest weights")
+    weights_channel: str = Field(default="rlvr:weights", description="PUBLISH channel of weights")
+    watch_poll_s: float = Field(
+        default=2.0, gt=0, le=3600, description="watcher also re-reads the key this often"
+    )
+    log_level: str = Field(default="INFO", description="logging level of the entrypoint")
+
+    def tokenizer_path(self) -> str:
+        return self.tokenizer or self.model

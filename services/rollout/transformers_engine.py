@@ -1,0 +1,272 @@
+"""``TransformersEngine``: a ``GenerationEngine`` over any Hugging Face causal LM, for tests and
+small models on CPU (or one GPU).
+
+Generation is a manual sampling loop with a KV cache: the prompt is prefilled once, the cache is
+repeated for the ``n`` samples, then one token per step for all samples at once (finished samples
+keep stepping and are cut afterwards). Log-probs follow ``services.rollout.sampling``. One request
+runs at a time (a lock around the model); weight loads wait for the running request and never mix
+two versions in one generation.
+
+Weights (``load_weights``): a directory written by the trainer (``trainer/checkpoint.py``), i.e.
+``save_pretrained`` output: ``*.safetensors`` of the full model (copied in place, tied embeddings
+may be absent from the file), or a LoRA adapter (``adapter_config.json`` +
+``adapter_model.safetensors``), which is merged into a freshly loaded copy of the *base* model
+given at start (peft ``merge_and_unload``) and then copied in. Not a tensor-parallel or paged
+engine; no batching across requests.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import torch
+from safetensors.torch import load_file
+from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel
+
+from services.rollout.engine import (
+    EngineInfo,
+    FinishReason,
+    Generation,
+    InvalidRequest,
+    Sample,
+    SamplingParams,
+    WeightsNotFound,
+)
+from services.rollout.sampling import next_tokens
+
+log = logging.getLogger(__name__)
+ADAPTER_CONFIG = "adapter_config.json"
+_DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+
+
+def eos_ids(model: PreTrainedModel, tokenizer: Any) -> frozenset[int]:
+    """End-of-sequence ids: the generation config's (int or list) and the tokenizer's."""
+    ids: set[int] = set()
+    gen_eos = getattr(getattr(model, "generation_config", None), "eos_token_id", None)
+    if isinstance(gen_eos, int):
+        ids.add(gen_eos)
+    elif isinstance(gen_eos, list):
+        ids.update(int(i) for i in gen_eos)
+    if getattr(tokenizer, "eos_token_id", None) is not None:
+        ids.add(int(tokenizer.eos_token_id))
+    return frozenset(ids)
+
+
+def check_state_fits(own: Mapping[str, torch.Tensor], state: Mapping[str, torch.Tensor]) -> None:
+    """Raise ``InvalidRequest`` unless ``state`` covers ``own`` (names and shapes).
+
+    A name of ``own`` may be missing from ``state`` when it shares storage with one that is
+    present (tied input/output embeddings)."""
+    for name, tensor in state.items():
+        if name not in own:
+            raise InvalidRequest(f"checkpoint tensor {name!r} is not a weight of the served model")
+        if tuple(tensor.shape) != tuple(own[name].shape):
+            raise InvalidRequest(
+                f"checkpoint tensor {name!r} has shape {tuple(tensor.shape)}, "
+                f"the served model {tuple(own[name].shape)}"
+            )
+    given = {own[name].data_ptr() for name in state}
+    for name, tensor in own.items():
+        if name not in state and tensor.data_ptr() not in given:
+            raise InvalidRequest(f"checkpoint lacks weight {name!r} of the served model")
+
+
+def read_checkpoint(path: Path) -> dict[str, torch.Tensor]:
+    """Every tensor of the ``*.safetensors`` files in ``path`` (sharded or not), on CPU."""
+    files = sorted(path.glob("*.safetensors"))
+    if not files:
+        raise WeightsNotFound(f"weights path {str(path)!r} holds no *.safetensors file")
+    state: dict[str, torch.Tensor] = {}
+    for file in files:
+        state.update(load_file(str(file)))
+    return state
+
+
+class TransformersEngine:
+    """A causal LM and its tokenizer, serving one policy version at a time."""
+
+    def __init__(
+        self,
+        model: str,
+        tokenizer: str | None = None,
+        *,
+        gguf_file: str | None = None,
+        device: str = "cpu",
+        dtype: str = "float32",
+        version: int = 0,
+        max_prompt_tokens: int = 32_768,
+    ) -> None:
+        self.model_path = model
+        self.device = torch.device(device)
+        self.dtype = _DTYPES[dtype]
+        self.gguf_file = gguf_file
+        self.max_prompt_tokens = max_prompt_tokens
+        tok_kwargs: dict[str, Any] = {}
+        if gguf_file is not None and tokenizer in (None, model):
+            tok_kwargs["gguf_file"] = gguf_file
+        self.tokenizer = AutoTokenizer.from_pretrained(tokenizer or model, **tok_kwargs)
+        self.model = self._load_base()
+        embeddings: Any = self.model.get_input_embeddings()
+        self.vocab_size = int(embeddings.weight.shape[0])
+        self.eos = eos_ids(self.model, self.tokenizer)
+        self.context_length = getattr(self.model.config, "max_position_embeddings", None)
+        self._version = version
+        self._lock = threading.Lock()
+        log.info(
+            "transformers engine: %s (vocab %d, eos %s) on %s, version %d",
+            model,
+            self.vocab_size,
+            sorted(self.eos),
+            self.device,
+            version,
+        )
+
+    def _load_base(self) -> PreTrainedModel:
+        kwargs: dict[str, Any] = {"dtype": self.dtype}
+        if self.gguf_file is not None:
+            kwargs["gguf_file"] = self.gguf_file
+        model: PreTrainedModel = AutoModelForCausalLM.from_pretrained(self.model_path, **kwargs)
+        model.to(self.device)  # type: ignore[arg-type]
+        model.eval()  # type: ignore[no-untyped-call]
+        model.requires_grad_(False)
+        return model
+
+    @property
+    def policy_version(self) -> int:
+        return self._version
+
+    def info(self) -> EngineInfo:
+        return EngineInfo(
+            engine="transformers",
+            model=self.model_path,
+            policy_version=self._version,
+            vocab_size=self.vocab_size,
+        )
+
+    # ------------------------------------------------------------ generation
+
+    def prompt_ids(self, prompt: str | Sequence[int]) -> list[int]:
+        """Token ids of the prompt; ``InvalidRequest`` names the first bad id."""
+        if isinstance(prompt, str):
+            if not prompt:
+                raise InvalidRequest("prompt.text is empty")
+            ids = [int(i) for i in self.tokenizer(prompt, add_special_tokens=True)["input_ids"]]
+            if not ids:
+                raise InvalidRequest("prompt.text tokenizes to no tokens")
+        else:
+            ids = [int(i) for i in prompt]
+            if not ids:
+                raise InvalidRequest("prompt.token_ids is empty")
+            for index, token in enumerate(ids):
+                if not 0 <= token < self.vocab_size:
+                    raise InvalidRequest(
+                        f"prompt.token_ids.ids[{index}] = {token} is outside the vocabulary "
+                        f"[0, {self.vocab_size})"
+                    )
+        if len(ids) > self.max_prompt_tokens:
+            raise InvalidRequest(
+                f"prompt has {len(ids)} tokens, more than the limit {self.max_prompt_tokens}"
+            )
+        return ids
+
+    def generate(self, prompt: str | Sequence[int], params: SamplingParams) -> Generation:
+        ids = self.prompt_ids(prompt)
+        if self.context_length is not None and len(ids) + params.max_tokens > self.context_length:
+            raise InvalidRequest(
+                f"sampling.max_tokens: {len(ids)} prompt tokens + max_tokens {params.max_tokens} "
+                f"exceed the model's context length {self.context_length}"
+            )
+        generator = None
+        if params.seed is not None:
+            generator = torch.Generator(device=self.device).manual_seed(params.seed)
+        with self._lock, torch.inference_mode():
+            version = self._version
+            samples = self._sample(ids, params, generator)
+        return Generation(prompt_token_ids=ids, samples=samples, policy_version=version)
+
+    def _decode(self, ids: list[int]) -> str:
+        return str(self.tokenizer.decode(ids, skip_special_tokens=True))
+
+    def _stop_at(self, ids: list[int], stop: tuple[str, ...]) -> int | None:
+        """Index in the decoded text where the first stop string starts, or None."""
+        text = self._decode(ids)
+        hits = [text.find(s) for s in stop if s and s in text]
+        return min(hits) if hits else None
+
+    def _sample(
+        self, ids: list[int], params: SamplingParams, generator: torch.Generator | None
+    ) -> list[Sample]:
+        n = params.n
+        out = self.model(input_ids=torch.tensor([ids], device=self.device), use_cache=True)
+        cache = out.past_key_values
+        if n > 1:
+            cache.batch_repeat_interleave(n)
+        logits = out.logits[:, -1, :].expand(n, -1)
+        tokens: list[list[int]] = [[] for _ in range(n)]
+        logps: list[list[float]] = [[] for _ in range(n)]
+        finish: list[FinishReason] = ["length"] * n
+        cut: list[int | None] = [None] * n
+        active = set(range(n))
+        for step in range(params.max_tokens):
+            nxt, lp = next_tokens(logits, params, generator)
+            nxt_list, lp_list = nxt.tolist(), lp.tolist()
+            for i in sorted(active):
+                tokens[i].append(int(nxt_list[i]))
+                logps[i].append(float(lp_list[i]))
+                if not params.ignore_eos and nxt_list[i] in self.eos:
+                    finish[i] = "stop"
+                    active.discard(i)
+                elif params.stop and (at := self._stop_at(tokens[i], params.stop)) is not None:
+                    finish[i], cut[i] = "stop", at
+                    active.discard(i)
+            if not active or step == params.max_tokens - 1:
+                break
+            out = self.model(input_ids=nxt.unsqueeze(-1), past_key_values=cache, use_cache=True)
+            cache = out.past_key_values
+            logits = out.logits[:, -1, :]
+        return [
+            Sample(
+                token_ids=tokens[i],
+                logprobs=logps[i],
+                finish_reason=finish[i],
+                text=self._decode(tokens[i])[: cut[i]],
+            )
+            for i in range(n)
+        ]
+
+    # ------------------------------------------------------------ weights
+
+    def load_weights(self, version: int, path: str) -> float:
+        t0 = time.perf_counter()
+        folder = Path(path)
+        if not folder.is_dir():
+            raise WeightsNotFound(f"weights path {path!r} is not a directory")
+        if (folder / ADAPTER_CONFIG).exists():
+            state = self._merged_adapter(folder)
+        else:
+            state = read_checkpoint(folder)
+        own = self.model.state_dict()
+        check_state_fits(own, state)
+        with self._lock, torch.no_grad():
+            for name, tensor in state.items():
+                own[name].copy_(tensor.to(device=own[name].device, dtype=own[name].dtype))
+            self._version = version
+        seconds = time.perf_counter() - t0
+        log.info("serving weights version %d from %s (%.2fs)", version, path, seconds)
+        return seconds
+
+    def _merged_adapter(self, folder: Path) -> dict[str, torch.Tensor]:
+        """The base model's weights with the LoRA adapter in ``folder`` merged in."""
+        from peft import PeftModel
+
+        peft_model = PeftModel.from_pretrained(self._load_base(), str(folder))
+        merged = peft_model.merge_and_unload()
+        return {k: v.detach() for k, v in merged.state_dict().items()}
+
+    def close(self) -> None:
+        """Nothing to release beyond the model, which the garbage collector frees."""

@@ -1,0 +1,106 @@
+"""Follow the trainer's published weights in Redis and reload the engine when the version moves.
+
+The trainer (``trainer/loop.py:publish_weights``) SETs ``rlvr:weights:latest`` and PUBLISHes the
+same JSON ``{"version": int, "path": str, "time": float}`` on ``rlvr:weights``. The watcher reads
+the key at start, then waits for messages on the channel and re-reads the key every ``poll_s``
+(a message missed while disconnected is caught by the next read). It reloads when the published
+version differs from the last one it handled and from the one served. A failed load is logged and
+the previous weights stay in service; the next published version is tried again. Redis being down
+is logged and retried with backoff; it never stops the server.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+
+import redis.asyncio as aioredis
+from redis.exceptions import RedisError
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Published:
+    version: int
+    path: str
+
+
+def parse_published(raw: bytes | str | None) -> Published | None:
+    """The ``(version, path)`` of a trainer message, or None if it is not one (logged)."""
+    if raw is None:
+        return None
+    try:
+        data = json.loads(raw)
+        return Published(version=int(data["version"]), path=str(data["path"]))
+    except (ValueError, TypeError, KeyError) as exc:
+        log.warning("ignoring malformed weights message %r: %s", raw, exc)
+        return None
+
+
+class WeightsWatcher:
+    """An asyncio task that calls ``load(version, path)`` for each new published version."""
+
+    def __init__(
+        self,
+        *,
+        url: str,
+        key: str,
+        channel: str,
+        poll_s: float,
+        load: Callable[[int, str], Awaitable[None]],
+        served: Callable[[], int],
+    ) -> None:
+        self.url, self.key, self.channel, self.poll_s = url, key, channel, poll_s
+        self._load = load
+        self._served = served
+        self._handled: int | None = None
+        self._task: asyncio.Task[None] | None = None
+
+    def start(self) -> None:
+        self._task = asyncio.get_running_loop().create_task(self._run(), name="weights-watcher")
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            await asyncio.gather(self._task, return_exceptions=True)
+            self._task = None
+
+    async def _consider(self, pub: Published | None) -> None:
+        if pub is None or pub.version == self._handled:
+            return
+        self._handled = pub.version
+        if pub.version == self._served():
+            return
+        log.info("trainer published weights version %d at %s", pub.version, pub.path)
+        await self._load(pub.version, pub.path)
+
+    async def _run(self) -> None:
+        backoff = 0.5
+        while True:
+            try:
+                await self._follow()
+            except (RedisError, OSError) as exc:
+                log.warning("weights watcher: redis at %s failed (%s); retrying", self.url, exc)
+                await asyncio.sleep(backoff)
+                backoff = min(backoff * 2, 30.0)
+
+    async def _follow(self) -> None:
+        client = aioredis.from_url(self.url)
+        pubsub = client.pubsub()
+        try:
+            await pubsub.subscribe(self.channel)
+            await self._consider(parse_published(await client.get(self.key)))
+            log.info("following weights on %s (key %s)", self.channel, self.key)
+            while True:
+                msg = await pubsub.get_message(ignore_subscribe_messages=True, timeout=self.poll_s)
+                if msg is not None:
+                    await self._consider(parse_published(msg["data"]))
+                else:
+                    await self._consider(parse_published(await client.get(self.key)))
+        finally:
+            await pubsub.aclose()  # type: ignore[no-untyped-call]
+            await client.aclose()

@@ -1,0 +1,247 @@
+"""Rollout service over real gRPC on loopback with the transformers engine and a tiny local model:
+samples and their behaviour log-probs, seeds, lengths, stop strings, and every refused input."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import grpc
+import pytest
+import torch
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+
+from rlvr_world.v1 import rollout_pb2, rollout_pb2_grpc
+from services.rollout.settings import RolloutSettings
+from services.rollout.testing import ServiceThread
+from tests.integration.tiny_lm import build_tiny_lm
+
+pytestmark = pytest.mark.integration
+EOS = 1
+VOCAB = 300
+MAX_N = 8
+
+
+@pytest.fixture(scope="module")
+def model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return build_tiny_lm(tmp_path_factory.mktemp("tiny_lm"))
+
+
+@pytest.fixture(scope="module")
+def svc(model_dir: Path) -> Iterator[ServiceThread]:
+    settings = RolloutSettings(model=str(model_dir), grpc_port=0, max_n=MAX_N, max_tokens=64)
+    with ServiceThread(settings) as service:
+        yield service
+
+
+@pytest.fixture(scope="module")
+def stub(svc: ServiceThread) -> Iterator[rollout_pb2_grpc.RolloutServiceStub]:
+    with grpc.insecure_channel(svc.grpc_address) as channel:
+        yield rollout_pb2_grpc.RolloutServiceStub(channel)
+
+
+@pytest.fixture(scope="module")
+def reference(model_dir: Path) -> Any:
+    """The same weights loaded independently, for teacher-forced recomputation."""
+    from transformers import AutoModelForCausalLM
+
+    return AutoModelForCausalLM.from_pretrained(model_dir).eval()
+
+
+def request(prompt: str | list[int] = "the door", **sampling: Any) -> rollout_pb2.GenerateRequest:
+    params = {"n": 4, "temperature": 1.0, "max_tokens": 16, "seed": 7, **sampling}
+    req = rollout_pb2.GenerateRequest(
+        request_id="r1", sampling=rollout_pb2.SamplingParams(**params)
+    )
+    if isinstance(prompt, str):
+        req.text = prompt
+    else:
+        req.token_ids.ids.extend(prompt)
+    return req
+
+
+def recompute(model: Any, prompt: list[int], tokens: list[int], temperature: float) -> list[float]:
+    """log_softmax(logits / T) of each generated token, the whole sequence in one forward pass."""
+    with torch.no_grad():
+        logits = model(input_ids=torch.tensor([prompt + tokens])).logits[0, len(prompt) - 1 : -1]
+    logp = torch.log_softmax(logits.float() / (temperature or 1.0), dim=-1)
+    return logp.gather(-1, torch.tensor(tokens).unsqueeze(-1)).squeeze(-1).tolist()
+
+
+def assert_serving(svc: ServiceThread, stub: rollout_pb2_grpc.RolloutServiceStub) -> None:
+    with grpc.insecure_channel(svc.grpc_address) as channel:
+        health = health_pb2_grpc.HealthStub(channel).Check(health_pb2.HealthCheckRequest())
+    assert health.status == health_pb2.HealthCheckResponse.SERVING
+    assert len(stub.Generate(request(n=1, max_tokens=2)).samples) == 1
+
+
+@pytest.mark.parametrize(
+    ("temperature", "top_k", "top_p"), [(1.0, -1, 0.0), (0.7, 50, 0.9), (0.0, 0, 0.0)]
+)
+def test_logprobs_match_teacher_forced_recomputation(
+    stub: rollout_pb2_grpc.RolloutServiceStub,
+    reference: Any,
+    temperature: float,
+    top_k: int,
+    top_p: float,
+) -> None:
+    resp = stub.Generate(request(n=6, temperature=temperature, top_k=top_k, top_p=top_p))
+    assert resp.request_id == "r1"
+    assert resp.policy_version == 0
+    assert len(resp.samples) == 6
+    prompt = list(resp.prompt_token_ids)
+    for sample in resp.samples:
+        tokens = list(sample.token_ids)
+        assert len(sample.logprobs) == len(tokens) >= 1
+        expected = recompute(reference, prompt, tokens, temperature)
+        assert max(abs(a - b) for a, b in zip(sample.logprobs, expected, strict=True)) < 1e-4
+        if sample.finish_reason == "stop":
+            assert tokens[-1] == EOS and EOS not in tokens[:-1]
+        else:
+            assert sample.finish_reason == "length" and len(tokens) == 16
+    if temperature == 0.0:  # greedy: every sample the same
+        assert len({tuple(s.token_ids) for s in resp.samples}) == 1
+
+
+def test_text_prompt_uses_the_model_tokenizer(
+    stub: rollout_pb2_grpc.RolloutServiceStub, model_dir: Path
+) -> None:
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(model_dir)
+    resp = stub.Generate(request("the kettle is on the stove", n=1))
+    assert list(resp.prompt_token_ids) == tokenizer("the kettle is on the stove")["input_ids"]
+    sample = resp.samples[0]
+    assert sample.text == tokenizer.decode(list(sample.token_ids), skip_special_tokens=True)
+
+
+def test_seed_reproduces_samples_and_another_seed_differs(
+    stub: rollout_pb2_grpc.RolloutServiceStub,
+) -> None:
+    def draw(seed: int) -> list[tuple[int, ...]]:
+        resp = stub.Generate(request([0, 5, 6, 7], n=4, seed=seed, ignore_eos=True))
+        return [tuple(s.token_ids) for s in resp.samples]
+
+    first = draw(11)
+    assert draw(11) == first
+    assert draw(12) != first
+    assert len(set(first)) > 1  # the n samples of one request differ
+
+
+def test_ignore_eos_and_max_tokens_set_the_lengths(
+    stub: rollout_pb2_grpc.RolloutServiceStub,
+) -> None:
+    stopped = stub.Generate(request(n=8, max_tokens=24, seed=3)).samples
+    assert any(s.finish_reason == "stop" for s in stopped)
+    forced = stub.Generate(request(n=8, max_tokens=24, seed=3, ignore_eos=True)).samples
+    assert all(s.finish_reason == "length" and len(s.token_ids) == 24 for s in forced)
+    assert any(EOS in s.token_ids for s in forced)  # EOS was drawn and did not stop
+    for short, long in zip(stopped, forced, strict=True):  # same seed: same draws
+        assert list(long.token_ids[: len(short.token_ids)]) == list(short.token_ids)
+    one = stub.Generate(request(n=3, max_tokens=1, ignore_eos=True)).samples
+    assert [len(s.token_ids) for s in one] == [1, 1, 1]
+
+
+def test_stop_strings_end_samples_and_are_cut_from_text(
+    stub: rollout_pb2_grpc.RolloutServiceStub, model_dir: Path
+) -> None:
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(model_dir)
+    resp = stub.Generate(request(n=8, max_tokens=40, seed=5, ignore_eos=True, stop=["e", "o"]))
+    hit = 0
+    for sample in resp.samples:
+        full = tokenizer.decode(list(sample.token_ids), skip_special_tokens=True)
+        assert "e" not in sample.text and "o" not in sample.text
+        if sample.finish_reason == "stop":
+            hit += 1
+            assert full.startswith(sample.text) and full[len(sample.text)] in "eo"
+            shorter = tokenizer.decode(list(sample.token_ids[:-1]), skip_special_tokens=True)
+            assert "e" not in shorter and "o" not in shorter  # stopped at the first hit
+    assert hit > 0
+
+
+def test_info_reports_engine_model_version_vocab(
+    stub: rollout_pb2_grpc.RolloutServiceStub, model_dir: Path
+) -> None:
+    info = stub.Info(rollout_pb2.EngineInfoRequest())
+    assert (info.engine, info.model, info.policy_version, info.vocab_size) == (
+        "transformers",
+        str(model_dir),
+        0,
+        VOCAB,
+    )
+
+
+BAD_GENERATE: list[tuple[str, rollout_pb2.GenerateRequest, grpc.StatusCode, str]] = [
+    ("empty text", request(""), grpc.StatusCode.INVALID_ARGUMENT, "prompt.text is empty"),
+    ("empty ids", request([]), grpc.StatusCode.INVALID_ARGUMENT, "prompt.token_ids is empty"),
+    (
+        "no prompt",
+        rollout_pb2.GenerateRequest(sampling=rollout_pb2.SamplingParams(n=1, max_tokens=1)),
+        grpc.StatusCode.INVALID_ARGUMENT,
+        "prompt: set text or token_ids",
+    ),
+    ("n=0", request(n=0), grpc.StatusCode.INVALID_ARGUMENT, "sampling.n = 0"),
+    (
+        "n>max",
+        request(n=MAX_N + 1),
+        grpc.StatusCode.INVALID_ARGUMENT,
+        f"sampling.n = {MAX_N + 1}: must be between 1 and {MAX_N}",
+    ),
+    ("max_tokens=0", request(max_tokens=0), grpc.StatusCode.INVALID_ARGUMENT, "max_tokens = 0"),
+    (
+        "id out of vocab",
+        request([0, 5, VOCAB, VOCAB + 9]),
+        grpc.StatusCode.INVALID_ARGUMENT,
+        f"prompt.token_ids.ids[2] = {VOCAB} is outside the vocabulary [0, {VOCAB})",
+    ),
+    (
+        "negative id",
+        request([0, -1]),
+        grpc.StatusCode.INVALID_ARGUMENT,
+        "prompt.token_ids.ids[1] = -1",
+    ),
+    ("temperature<0", request(temperature=-1), grpc.StatusCode.INVALID_ARGUMENT, "temperature"),
+    ("top_p>1", request(top_p=1.5), grpc.StatusCode.INVALID_ARGUMENT, "sampling.top_p"),
+    ("empty stop", request(stop=[""]), grpc.StatusCode.INVALID_ARGUMENT, "sampling.stop[0]"),
+    (
+        "future version",
+        rollout_pb2.GenerateRequest(
+            text="x", sampling=rollout_pb2.SamplingParams(n=1, max_tokens=1), min_policy_version=5
+        ),
+        grpc.StatusCode.FAILED_PRECONDITION,
+        "min_policy_version 5 is newer than the served weights (version 0)",
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("case", "req", "code", "message"), BAD_GENERATE, ids=[c[0] for c in BAD_GENERATE]
+)
+def test_bad_generate_requests_get_a_clear_status_and_the_service_stays_healthy(
+    svc: ServiceThread,
+    stub: rollout_pb2_grpc.RolloutServiceStub,
+    case: str,
+    req: rollout_pb2.GenerateRequest,
+    code: grpc.StatusCode,
+    message: str,
+) -> None:
+    with pytest.raises(grpc.RpcError) as err:
+        stub.Generate(req)
+    assert err.value.code() == code, case
+    assert message in (err.value.details() or ""), case
+    assert_serving(svc, stub)
+
+
+def test_load_weights_from_unknown_path_is_not_found(
+    svc: ServiceThread, stub: rollout_pb2_grpc.RolloutServiceStub, tmp_path: Path
+) -> None:
+    for path, words in ((tmp_path / "nope", "is not a directory"), (tmp_path, "no *.safetensors")):
+        with pytest.raises(grpc.RpcError) as err:
+            stub.LoadWeights(rollout_pb2.LoadWeightsRequest(version=3, path=str(path)))
+        assert err.value.code() == grpc.StatusCode.NOT_FOUND
+        assert words in (err.value.details() or "")
+    assert stub.Info(rollout_pb2.EngineInfoRequest()).policy_version == 0
+    assert_serving(svc, stub)
