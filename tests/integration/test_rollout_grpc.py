@@ -218,20 +218,20 @@ BAD_GENERATE: list[tuple[str, rollout_pb2.GenerateRequest, grpc.StatusCode, str]
 
 
 @pytest.mark.parametrize(
-    ("case", "req", "code", "message"), BAD_GENERATE, ids=[c[0] for c in BAD_GENERATE]
+    ("req", "code", "message"),
+    [pytest.param(*case[1:], id=case[0]) for case in BAD_GENERATE],
 )
 def test_bad_generate_requests_get_a_clear_status_and_the_service_stays_healthy(
     svc: ServiceThread,
     stub: rollout_pb2_grpc.RolloutServiceStub,
-    case: str,
     req: rollout_pb2.GenerateRequest,
     code: grpc.StatusCode,
     message: str,
 ) -> None:
     with pytest.raises(grpc.RpcError) as err:
         stub.Generate(req)
-    assert err.value.code() == code, case
-    assert message in (err.value.details() or ""), case
+    assert err.value.code() == code
+    assert message in (err.value.details() or "")
     assert_serving(svc, stub)
 
 
