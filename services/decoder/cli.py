@@ -1,0 +1,77 @@
+"""Decoder service command line: ``rlvr-world serve decoder``, ``python -m services.decoder``.
+
+Thin: options override the ``RLVR_DECODER_*`` environment (only those given on the command line),
+then the server module is imported and run. ``--help`` imports neither grpc nor transformers.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+from rlvr_world.cli_util import given_options, serve_subparsers
+
+#: command-line option -> settings field
+_OPTIONS: tuple[tuple[str, str, type, str], ...] = (
+    ("--tokenizer", "tokenizer", str, "tokenizer directory (required here or in the env)"),
+    ("--gguf-file", "gguf_file", str, "GGUF file inside the tokenizer directory"),
+    ("--host", "host", str, "interface to bind (default 127.0.0.1)"),
+    ("--grpc-port", "grpc_port", int, "gRPC port; 0 picks a free one (default 50062)"),
+    ("--max-batch", "max_batch", int, "most requests per batch call (default 4096)"),
+    ("--grace-s", "grace_s", float, "SIGTERM grace period for in-flight calls (default 10)"),
+)
+_DESTS = tuple(dest for _, dest, _, _ in _OPTIONS)
+
+
+def add_options(parser: argparse.ArgumentParser) -> None:
+    for flag, dest, kind, text in _OPTIONS:
+        parser.add_argument(flag, dest=dest, type=kind, default=None, help=text)
+
+
+def add_serve_decoder_parser(sub: Any) -> argparse.ArgumentParser:
+    """Add ``serve decoder`` to the ``rlvr-world`` subcommands (handler: ``run_serve_decoder``)."""
+    parser: argparse.ArgumentParser = serve_subparsers(sub).add_parser(
+        "decoder",
+        help="run the decoder service (token ids to text over gRPC)",
+        description="Settings come from RLVR_DECODER_* environment variables; options override "
+        "them.",
+    )
+    add_options(parser)
+    parser.set_defaults(handler=run_serve_decoder)
+    return parser
+
+
+def settings_from_args(args: argparse.Namespace) -> Any:
+    from services.decoder.settings import DecoderSettings
+
+    return DecoderSettings(**given_options(args, _DESTS))
+
+
+def run_serve_decoder(args: argparse.Namespace) -> int:
+    """Serve until SIGTERM/SIGINT; 0 after a clean drain."""
+    import asyncio
+
+    from services.decoder.server import serve
+
+    asyncio.run(serve(settings_from_args(args)))
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m services.decoder", description="Run the RLVR-World decoder service."
+    )
+    parser.add_argument(
+        "--log-level", default="INFO", choices=("DEBUG", "INFO", "WARNING", "ERROR")
+    )
+    add_options(parser)
+    args = parser.parse_args(argv)
+    logging.basicConfig(
+        level=getattr(logging, args.log_level),
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+        stream=sys.stderr,
+    )
+    return run_serve_decoder(args)

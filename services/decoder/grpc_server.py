@@ -1,0 +1,127 @@
+"""gRPC transport of the decoder service: ``DecoderService``, health and reflection.
+
+``create_server(settings, decoder)`` builds and binds a ``grpc.aio`` server (port 0 picks a free
+one) and returns it with the bound port and its health servicer. Status codes: INVALID_ARGUMENT
+for ids outside the vocabulary (naming the first, ``requests[i].token_ids[j]`` in a batch), an
+unknown ``special_tokens`` mode or a batch over ``max_batch``; UNIMPLEMENTED for ``DecodeFrames``
+(no video tokenizer is loaded: frame decoding arrives with the video world-model work). A batch is
+all-or-nothing: one bad request refuses the batch.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+import grpc
+from grpc_health.v1 import health, health_pb2, health_pb2_grpc
+from grpc_reflection.v1alpha import reflection
+
+from rlvr_world.v1 import decoder_pb2, decoder_pb2_grpc
+from services.decoder.settings import DecoderSettings
+from services.decoder.text import InvalidDecodeRequest, TextDecoder
+
+log = logging.getLogger(__name__)
+SERVICE_NAME = decoder_pb2.DESCRIPTOR.services_by_name["DecoderService"].full_name
+FRAMES_UNAVAILABLE = (
+    "DecodeFrames: the video tokenizer is not loaded; this decoder serves text only "
+    "(frame decoding arrives with the video world-model tasks)"
+)
+
+
+class DecoderServicer(decoder_pb2_grpc.DecoderServiceServicer):
+    """Validates and decodes with the tokenizer."""
+
+    def __init__(self, decoder: TextDecoder, settings: DecoderSettings) -> None:
+        self.decoder = decoder
+        self.settings = settings
+
+    def _decode_batch(self, reqs: list[decoder_pb2.DecodeTextRequest]) -> list[str]:
+        return [
+            self.decoder.decode(r.token_ids, r.special_tokens, f"requests[{i}].")
+            for i, r in enumerate(reqs)
+        ]
+
+    async def DecodeText(  # noqa: N802 (gRPC method name)
+        self, request: decoder_pb2.DecodeTextRequest, context: grpc.aio.ServicerContext
+    ) -> decoder_pb2.DecodeTextResponse:
+        try:
+            text = self.decoder.decode(request.token_ids, request.special_tokens)
+        except InvalidDecodeRequest as exc:
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc))
+        return decoder_pb2.DecodeTextResponse(request_id=request.request_id, text=text)
+
+    async def DecodeTextBatch(  # noqa: N802 (gRPC method name)
+        self, request: decoder_pb2.DecodeTextBatchRequest, context: grpc.aio.ServicerContext
+    ) -> decoder_pb2.DecodeTextBatchResponse:
+        reqs = list(request.requests)
+        if len(reqs) > self.settings.max_batch:
+            await context.abort(
+                grpc.StatusCode.INVALID_ARGUMENT,
+                f"requests: {len(reqs)} in one batch, over max_batch {self.settings.max_batch}",
+            )
+        try:
+            texts = await asyncio.get_running_loop().run_in_executor(None, self._decode_batch, reqs)
+        except InvalidDecodeRequest as exc:
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc))
+        return decoder_pb2.DecodeTextBatchResponse(
+            responses=[
+                decoder_pb2.DecodeTextResponse(request_id=r.request_id, text=t)
+                for r, t in zip(reqs, texts, strict=True)
+            ]
+        )
+
+    async def DecodeFrames(  # noqa: N802 (gRPC method name)
+        self, request: decoder_pb2.DecodeFramesRequest, context: grpc.aio.ServicerContext
+    ) -> decoder_pb2.DecodeFramesResponse:
+        await context.abort(grpc.StatusCode.UNIMPLEMENTED, FRAMES_UNAVAILABLE)
+        raise AssertionError("unreachable: abort raises")
+
+    async def Info(  # noqa: N802 (gRPC method name)
+        self, request: decoder_pb2.DecoderInfoRequest, context: grpc.aio.ServicerContext
+    ) -> decoder_pb2.DecoderInfoResponse:
+        return decoder_pb2.DecoderInfoResponse(
+            tokenizer=self.decoder.name, vocab_size=self.decoder.vocab_size
+        )
+
+
+def create_server(
+    settings: DecoderSettings, decoder: TextDecoder
+) -> tuple[grpc.aio.Server, int, health.aio.HealthServicer]:
+    """Build and bind the gRPC server (not started); returns it, the bound port and its health."""
+    limit = settings.max_payload_bytes
+    server = grpc.aio.server(
+        options=[
+            ("grpc.max_receive_message_length", limit),
+            ("grpc.max_send_message_length", limit),
+            ("grpc.so_reuseport", 0),
+        ],
+    )
+    decoder_pb2_grpc.add_DecoderServiceServicer_to_server(  # type: ignore[no-untyped-call]
+        DecoderServicer(decoder, settings), server
+    )
+    health_servicer = health.aio.HealthServicer()
+    health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
+    reflection.enable_server_reflection(
+        (
+            SERVICE_NAME,
+            health_pb2.DESCRIPTOR.services_by_name["Health"].full_name,
+            reflection.SERVICE_NAME,
+        ),
+        server,
+    )
+    address = f"{settings.host}:{settings.grpc_port}"
+    port = server.add_insecure_port(address)
+    if port == 0:
+        raise OSError(f"gRPC could not bind {address}")
+    return server, port, health_servicer
+
+
+async def set_serving(health_servicer: health.aio.HealthServicer, serving: bool) -> None:
+    status = (
+        health_pb2.HealthCheckResponse.SERVING
+        if serving
+        else health_pb2.HealthCheckResponse.NOT_SERVING
+    )
+    for name in ("", SERVICE_NAME):
+        await health_servicer.set(name, status)

@@ -1,0 +1,73 @@
+"""Run one decoder server: the tokenizer and the gRPC server.
+
+``start_service(settings)`` loads the tokenizer, binds (port 0 resolved), starts, and returns a
+``RunningService``; ``RunningService.stop()`` drains: health goes NOT_SERVING, the server refuses
+new calls and in-flight ones get ``settings.grace_s``. ``serve(settings)`` does this until SIGTERM
+or SIGINT.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import signal
+from dataclasses import dataclass
+
+import grpc
+from grpc_health.v1 import health
+
+from services.decoder.grpc_server import create_server, set_serving
+from services.decoder.settings import DecoderSettings
+from services.decoder.text import TextDecoder
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class RunningService:
+    settings: DecoderSettings
+    decoder: TextDecoder
+    grpc_server: grpc.aio.Server
+    grpc_port: int
+    health: health.aio.HealthServicer
+
+    @property
+    def grpc_address(self) -> str:
+        return f"{self.settings.host}:{self.grpc_port}"
+
+    async def stop(self, grace_s: float | None = None) -> None:
+        """Drain: refuse new work, let in-flight calls finish within the grace period, stop."""
+        grace = self.settings.grace_s if grace_s is None else grace_s
+        log.info("draining (grace %.1fs)", grace)
+        await set_serving(self.health, False)
+        await self.grpc_server.stop(grace)
+        log.info("stopped")
+
+
+async def start_service(settings: DecoderSettings) -> RunningService:
+    """Load the tokenizer, start the gRPC server; log the port."""
+    loop = asyncio.get_running_loop()
+    decoder = await loop.run_in_executor(None, TextDecoder, settings.tokenizer, settings.gguf_file)
+    server, port, health_servicer = create_server(settings, decoder)
+    await server.start()
+    await set_serving(health_servicer, True)
+    log.info(
+        "decoder service ready: gRPC %s:%d, tokenizer %s (%d ids), frames: not loaded",
+        settings.host,
+        port,
+        settings.tokenizer,
+        decoder.vocab_size,
+    )
+    return RunningService(settings, decoder, server, port, health_servicer)
+
+
+async def serve(settings: DecoderSettings) -> None:
+    """Serve until SIGTERM/SIGINT, then drain gracefully."""
+    service = await start_service(settings)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    await stop.wait()
+    log.info("signal received; shutting down")
+    await service.stop()

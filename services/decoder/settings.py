@@ -1,0 +1,29 @@
+"""Settings of the decoder service: one pydantic-settings class, env prefix ``RLVR_DECODER_``.
+
+Built once in the entrypoint (``services.decoder.cli``) and passed down; never imported as a
+global. ``tokenizer`` is required (a missing one fails at boot).
+"""
+
+from __future__ import annotations
+
+from pydantic import Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+
+class DecoderSettings(BaseSettings):
+    """One decoder server: a tokenizer behind gRPC."""
+
+    model_config = SettingsConfigDict(env_prefix="RLVR_DECODER_", extra="ignore")
+
+    tokenizer: str = Field(description="tokenizer directory (or the model directory)")
+    gguf_file: str | None = Field(
+        default=None, description="GGUF file inside the tokenizer directory"
+    )
+    host: str = Field(default="127.0.0.1", description="interface the gRPC server binds")
+    grpc_port: int = Field(default=50062, ge=0, le=65535, description="0 picks a free port")
+    max_batch: int = Field(default=4096, ge=1, le=1_000_000, description="requests per batch")
+    max_payload_bytes: int = Field(
+        default=64 * 1024 * 1024, ge=1024, le=2**31 - 1, description="largest gRPC message"
+    )
+    grace_s: float = Field(default=10.0, ge=0, le=600, description="SIGTERM grace for in-flight")
+    log_level: str = Field(default="INFO", description="logging level of the entrypoint")
