@@ -1,0 +1,112 @@
+"""Pure parts of the rollout service: sampling math, wire conversion, weight messages, checks."""
+
+from __future__ import annotations
+
+import argparse
+import math
+
+import pytest
+import torch
+
+from rlvr_world.v1 import rollout_pb2
+from services.rollout.convert import params_from_proto
+from services.rollout.engine import InvalidRequest, SamplingParams
+from services.rollout.sampling import next_tokens, scaled_logprobs, truncate
+from services.rollout.transformers_engine import check_state_fits
+from services.rollout.watcher import Published, parse_published
+
+NEG = float("-inf")
+
+
+def test_scaled_logprobs_divide_by_temperature_and_greedy_uses_raw_logits() -> None:
+    logits = torch.tensor([[0.0, math.log(3.0)]])
+    assert scaled_logprobs(logits, 1.0).exp()[0].tolist() == pytest.approx([0.25, 0.75])
+    # T = 0.5 squares the odds: 1 : 9
+    assert scaled_logprobs(logits, 0.5).exp()[0].tolist() == pytest.approx([0.1, 0.9])
+    assert scaled_logprobs(logits, 0.0).exp()[0].tolist() == pytest.approx([0.25, 0.75])
+
+
+def test_truncate_top_k_keeps_the_k_largest() -> None:
+    out = truncate(torch.tensor([[1.0, 4.0, 2.0, 3.0]]), top_k=2, top_p=1.0)
+    assert out.tolist() == [[NEG, 4.0, NEG, 3.0]]
+
+
+def test_truncate_top_p_keeps_the_smallest_set_reaching_p() -> None:
+    logits = torch.log(torch.tensor([[0.1, 0.5, 0.15, 0.25]]))
+    kept = truncate(logits, top_k=-1, top_p=0.7).isfinite().tolist()
+    assert kept == [[False, True, False, True]]  # 0.5 + 0.25 >= 0.7
+    assert truncate(logits, top_k=-1, top_p=0.5).isfinite().tolist() == [
+        [False, True, False, False]
+    ]
+    assert truncate(logits, top_k=-1, top_p=0.01).isfinite().sum().item() == 1  # never empty
+    assert truncate(logits, top_k=0, top_p=1.0).isfinite().all()
+
+
+def test_next_tokens_report_untruncated_scaled_logprob_of_the_drawn_token() -> None:
+    logits = torch.log(torch.tensor([[0.1, 0.5, 0.15, 0.25]] * 64))
+    params = SamplingParams(n=64, temperature=1.0, top_k=1)
+    tokens, logps = next_tokens(logits, params, torch.Generator().manual_seed(0))
+    assert tokens.tolist() == [1] * 64  # top-1 always draws the arg-max
+    assert logps.tolist() == pytest.approx([math.log(0.5)] * 64)  # not log(1)
+    greedy, glogps = next_tokens(logits[:2], SamplingParams(temperature=0.0), None)
+    assert greedy.tolist() == [1, 1] and glogps.tolist() == pytest.approx([math.log(0.5)] * 2)
+
+
+def test_params_from_proto_maps_zero_values_and_refuses_out_of_range() -> None:
+    msg = rollout_pb2.SamplingParams(n=2, max_tokens=5, stop=["\n"])
+    params = params_from_proto(msg, max_n=4, max_tokens=10)
+    assert params == SamplingParams(
+        n=2, temperature=0.0, top_p=1.0, top_k=-1, max_tokens=5, seed=None, stop=("\n",)
+    )
+    seeded = rollout_pb2.SamplingParams(n=1, max_tokens=1, seed=3, top_k=7, top_p=0.5)
+    assert params_from_proto(seeded, 4, 10).seed == 3
+    bad = {
+        "n": (5, "sampling.n = 5"),
+        "max_tokens": (11, "sampling.max_tokens = 11"),
+        "top_k": (-2, "sampling.top_k = -2"),
+        "top_p": (float("nan"), "sampling.top_p = nan"),
+        "temperature": (float("inf"), "sampling.temperature = inf"),
+    }
+    for field, (value, message) in bad.items():
+        fields = {"n": 1, "max_tokens": 1, field: value}
+        with pytest.raises(InvalidRequest, match=message.replace(".", r"\.")):
+            params_from_proto(rollout_pb2.SamplingParams(**fields), 4, 10)
+
+
+def test_parse_published_reads_the_trainer_message_and_ignores_junk() -> None:
+    raw = b'{"version": 4, "path": "/run/checkpoints/step_00000004", "time": 1.5}'
+    assert parse_published(raw) == Published(4, "/run/checkpoints/step_00000004")
+    for junk in (None, b"not json", b"{}", b'{"version": "x", "path": "p"}', b"[1]"):
+        assert parse_published(junk) is None
+
+
+def test_check_state_fits_accepts_tied_weights_and_names_mismatches() -> None:
+    shared = torch.zeros(3, 2)
+    own = {"embed": shared, "head": shared, "norm": torch.zeros(2)}
+    check_state_fits(own, {"embed": torch.ones(3, 2), "norm": torch.ones(2)})  # head is tied
+    with pytest.raises(InvalidRequest, match="lacks weight 'norm'"):
+        check_state_fits(own, {"embed": torch.ones(3, 2)})
+    with pytest.raises(InvalidRequest, match=r"'norm' has shape \(3,\), the served model \(2,\)"):
+        check_state_fits(own, {"embed": torch.ones(3, 2), "norm": torch.ones(3)})
+    with pytest.raises(InvalidRequest, match="'extra' is not a weight"):
+        check_state_fits(own, {"embed": torch.ones(3, 2), "norm": torch.ones(2), "extra": shared})
+
+
+def test_serve_rollout_and_decoder_parsers_share_serve_and_map_options() -> None:
+    from services.decoder.cli import add_serve_decoder_parser
+    from services.decoder.cli import settings_from_args as decoder_settings
+    from services.rollout.cli import add_serve_rollout_parser, run_serve_rollout, settings_from_args
+
+    parser = argparse.ArgumentParser()
+    sub = parser.add_subparsers(dest="command", required=True)
+    add_serve_rollout_parser(sub)
+    add_serve_decoder_parser(sub)
+    args = parser.parse_args(
+        ["serve", "rollout", "--model", "m", "--grpc-port", "0", "--redis-url", "redis://x"]
+    )
+    assert args.handler is run_serve_rollout
+    settings = settings_from_args(args)
+    assert (settings.model, settings.grpc_port, settings.redis_url) == ("m", 0, "redis://x")
+    assert settings.tokenizer_path() == "m" and settings.max_n == 64
+    dargs = parser.parse_args(["serve", "decoder", "--tokenizer", "t", "--max-batch", "3"])
+    assert (decoder_settings(dargs).tokenizer, decoder_settings(dargs).max_batch) == ("t", 3)
