@@ -9,7 +9,7 @@ export OMP_NUM_THREADS ?= 1
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --no-compile -e '.[dev]'
+	$(BIN)/python -m pip install -qq --no-compile -e '.[dev]'
 	touch $(STAMP)
 
 setup: $(STAMP)
