@@ -44,7 +44,7 @@ def svc(tokenizer_dir: Path) -> Iterator[ServiceThread]:
 @pytest.fixture(scope="module")
 def stub(svc: ServiceThread) -> Iterator[decoder_pb2_grpc.DecoderServiceStub]:
     with grpc.insecure_channel(svc.grpc_address) as channel:
-        yield decoder_pb2_grpc.DecoderServiceStub(channel)
+        yield decoder_pb2_grpc.DecoderServiceStub(channel)  # type: ignore[no-untyped-call]
 
 
 def assert_serving(svc: ServiceThread, stub: decoder_pb2_grpc.DecoderServiceStub) -> None:
@@ -160,7 +160,7 @@ def test_bad_requests_get_a_clear_status_and_the_service_stays_healthy(
     svc: ServiceThread, method: str, req: Any, code: grpc.StatusCode, message: str
 ) -> None:
     with grpc.insecure_channel(svc.grpc_address) as channel:
-        stub = decoder_pb2_grpc.DecoderServiceStub(channel)
+        stub = decoder_pb2_grpc.DecoderServiceStub(channel)  # type: ignore[no-untyped-call]
         with pytest.raises(grpc.RpcError) as err:
             getattr(stub, method)(req)
         assert err.value.code() == code

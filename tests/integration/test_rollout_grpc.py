@@ -15,7 +15,7 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from rlvr_world.v1 import rollout_pb2, rollout_pb2_grpc
 from services.rollout.settings import RolloutSettings
 from services.rollout.testing import ServiceThread
-from tests.integration.tiny_lm import build_tiny_lm
+from tests.integration.tiny_lm import build_tiny_lm, load_model
 
 pytestmark = pytest.mark.integration
 EOS = 1
@@ -38,15 +38,13 @@ def svc(model_dir: Path) -> Iterator[ServiceThread]:
 @pytest.fixture(scope="module")
 def stub(svc: ServiceThread) -> Iterator[rollout_pb2_grpc.RolloutServiceStub]:
     with grpc.insecure_channel(svc.grpc_address) as channel:
-        yield rollout_pb2_grpc.RolloutServiceStub(channel)
+        yield rollout_pb2_grpc.RolloutServiceStub(channel)  # type: ignore[no-untyped-call]
 
 
 @pytest.fixture(scope="module")
 def reference(model_dir: Path) -> Any:
     """The same weights loaded independently, for teacher-forced recomputation."""
-    from transformers import AutoModelForCausalLM
-
-    return AutoModelForCausalLM.from_pretrained(model_dir).eval()
+    return load_model(model_dir)
 
 
 def request(prompt: str | list[int] = "the door", **sampling: Any) -> rollout_pb2.GenerateRequest:
@@ -148,7 +146,7 @@ def test_stop_strings_end_samples_and_are_cut_from_text(
 ) -> None:
     from transformers import AutoTokenizer
 
-    tokenizer = AutoTokenizer.from_pretrained(model_dir)
+    tokenizer: Any = AutoTokenizer.from_pretrained(model_dir)
     resp = stub.Generate(request(n=8, max_tokens=40, seed=5, ignore_eos=True, stop=["e", "o"]))
     hit = 0
     for sample in resp.samples:

@@ -45,7 +45,7 @@ def test_sigterm_lets_the_in_flight_generation_finish(tmp_path: Path) -> None:
     proc, address = start(build_tiny_lm(tmp_path / "model"))
     try:
         with grpc.insecure_channel(address) as channel:
-            stub = rollout_pb2_grpc.RolloutServiceStub(channel)
+            stub = rollout_pb2_grpc.RolloutServiceStub(channel)  # type: ignore[no-untyped-call]
             params = rollout_pb2.SamplingParams(n=16, max_tokens=400, ignore_eos=True, seed=1)
             req = rollout_pb2.GenerateRequest(text="the door", sampling=params)
             done: list[rollout_pb2.GenerateResponse] = []

@@ -53,7 +53,7 @@ def test_smollm2_generates_through_the_service_with_exact_logprobs(svc: ServiceT
     )
     params = rollout_pb2.SamplingParams(n=2, temperature=0.7, top_p=0.95, max_tokens=24, seed=1)
     with grpc.insecure_channel(svc.grpc_address) as channel:
-        stub = rollout_pb2_grpc.RolloutServiceStub(channel)
+        stub = rollout_pb2_grpc.RolloutServiceStub(channel)  # type: ignore[no-untyped-call]
         info = stub.Info(rollout_pb2.EngineInfoRequest())
         t0 = time.perf_counter()
         resp = stub.Generate(rollout_pb2.GenerateRequest(text=prompt, sampling=params))

@@ -16,7 +16,7 @@ from rlvr_world.v1 import rollout_pb2, rollout_pb2_grpc
 from services.rollout.settings import RolloutSettings
 from services.rollout.testing import ServiceThread
 from tests.integration.test_rollout_grpc import recompute
-from tests.integration.tiny_lm import build_tiny_lm, perturbed_checkpoint
+from tests.integration.tiny_lm import build_tiny_lm, load_model, perturbed_checkpoint
 
 pytestmark = pytest.mark.integration
 PROMPT = [0, 40, 41, 42, 43]
@@ -35,7 +35,7 @@ def svc(model_dir: Path) -> Iterator[ServiceThread]:
 
 def stub_of(svc: ServiceThread) -> tuple[grpc.Channel, rollout_pb2_grpc.RolloutServiceStub]:
     channel = grpc.insecure_channel(svc.grpc_address)
-    return channel, rollout_pb2_grpc.RolloutServiceStub(channel)
+    return channel, rollout_pb2_grpc.RolloutServiceStub(channel)  # type: ignore[no-untyped-call]
 
 
 def generate(
@@ -46,7 +46,8 @@ def generate(
     )
     req = rollout_pb2.GenerateRequest(sampling=params, min_policy_version=min_version)
     req.token_ids.ids.extend(PROMPT)
-    return stub.Generate(req)
+    resp: rollout_pb2.GenerateResponse = stub.Generate(req)
+    return resp
 
 
 def assert_logprobs_under(model: Any, resp: rollout_pb2.GenerateResponse) -> None:
@@ -58,7 +59,6 @@ def assert_logprobs_under(model: Any, resp: rollout_pb2.GenerateResponse) -> Non
 def test_load_weights_swaps_the_served_model_without_restart(
     svc: ServiceThread, model_dir: Path, tmp_path: Path
 ) -> None:
-    from transformers import AutoModelForCausalLM
 
     ckpt = perturbed_checkpoint(model_dir, tmp_path / "step_00000007", seed=1)
     channel, stub = stub_of(svc)
@@ -70,8 +70,8 @@ def test_load_weights_swaps_the_served_model_without_restart(
         after = generate(stub, min_version=7)
     assert (before.policy_version, after.policy_version) == (0, 7)
     assert [list(s.logprobs) for s in before.samples] != [list(s.logprobs) for s in after.samples]
-    assert_logprobs_under(AutoModelForCausalLM.from_pretrained(ckpt).eval(), after)
-    assert_logprobs_under(AutoModelForCausalLM.from_pretrained(model_dir).eval(), before)
+    assert_logprobs_under(load_model(ckpt), after)
+    assert_logprobs_under(load_model(model_dir), before)
 
 
 def test_a_checkpoint_of_another_model_is_refused_and_the_old_weights_stay(
@@ -106,7 +106,7 @@ def test_lora_adapter_checkpoint_is_merged_into_the_base(
         r=4, lora_alpha=8, target_modules=["q_proj", "v_proj"], init_lora_weights=False
     )
     peft_model = get_peft_model(AutoModelForCausalLM.from_pretrained(model_dir), config)
-    peft_model.save_pretrained(tmp_path / "adapter", safe_serialization=True)
+    peft_model.save_pretrained(str(tmp_path / "adapter"), safe_serialization=True)
     merged = peft_model.merge_and_unload().eval()
     channel, stub = stub_of(svc)
     with channel:
@@ -156,14 +156,12 @@ def test_watcher_follows_the_trainers_published_weights(model_dir: Path, tmp_pat
             channel, stub = stub_of(svc)
             with channel:
                 wait_for_version(stub, 1)
-                assert_logprobs_under(
-                    AutoModelForCausalLM.from_pretrained(first).eval(), generate(stub)
-                )
+                assert_logprobs_under(load_model(first), generate(stub))
                 second = train_and_publish(2)
                 wait_for_version(stub, 2)
                 resp = generate(stub, min_version=2)
                 assert resp.policy_version == 2
-                assert_logprobs_under(AutoModelForCausalLM.from_pretrained(second).eval(), resp)
+                assert_logprobs_under(load_model(second), resp)
                 # A published path that vanished: logged, the old weights stay in service.
                 redis.client.set(cfg.queue.weights_key, '{"version": 3, "path": "/nonexistent"}')
                 redis.client.publish(cfg.queue.weights_channel, "not json")

@@ -23,7 +23,14 @@ CORPUS = (
 
 def build_tokenizer(vocab_size: int = 300) -> Any:
     """A fast byte-level BPE tokenizer trained on ``CORPUS`` (BOS prepended to every encoding)."""
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
+    from tokenizers import (  # type: ignore[import-untyped]
+        Tokenizer,
+        decoders,
+        models,
+        pre_tokenizers,
+        processors,
+        trainers,
+    )
     from transformers import PreTrainedTokenizerFast
 
     tok = Tokenizer(models.BPE())
@@ -40,7 +47,7 @@ def build_tokenizer(vocab_size: int = 300) -> Any:
     tok.post_processor = processors.TemplateProcessing(
         single="<|bos|> $A", special_tokens=[("<|bos|>", bos)]
     )
-    return PreTrainedTokenizerFast(
+    return PreTrainedTokenizerFast(  # type: ignore[no-untyped-call]
         tokenizer_object=tok, bos_token="<|bos|>", eos_token="<|eos|>", pad_token="<|pad|>"
     )
 
@@ -64,7 +71,7 @@ def build_model(vocab_size: int, seed: int = 0, tie: bool = False) -> Any:
         eos_token_id=1,
         pad_token_id=2,
     )
-    model = LlamaForCausalLM(config)
+    model = LlamaForCausalLM(config)  # type: ignore[no-untyped-call]
     model.generation_config.eos_token_id = 1
     return model
 
@@ -100,6 +107,14 @@ def build_tiny_lm(
     tokenizer.save_pretrained(folder)
     model.save_pretrained(folder, safe_serialization=True)
     return folder
+
+
+def load_model(path: Path | str) -> Any:
+    """A saved model, in eval mode."""
+    from transformers import AutoModelForCausalLM
+
+    model: Any = AutoModelForCausalLM.from_pretrained(path)
+    return model.eval()
 
 
 def perturbed_checkpoint(source: Path, folder: Path, seed: int, scale: float = 0.5) -> Path:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import math
+from typing import Any
 
 import pytest
 import torch
@@ -68,7 +69,7 @@ def test_params_from_proto_maps_zero_values_and_refuses_out_of_range() -> None:
         "temperature": (float("inf"), "sampling.temperature = inf"),
     }
     for field, (value, message) in bad.items():
-        fields = {"n": 1, "max_tokens": 1, field: value}
+        fields: dict[str, Any] = {"n": 1, "max_tokens": 1, field: value}
         with pytest.raises(InvalidRequest, match=message.replace(".", r"\.")):
             params_from_proto(rollout_pb2.SamplingParams(**fields), 4, 10)
 
