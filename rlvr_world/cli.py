@@ -3,6 +3,8 @@
 Subcommands:
   reward score   score a JSON Lines file of verl-style requests, in process or through a server
   serve reward   run the reward service (gRPC + HTTP gateway)
+  serve rollout  run the rollout service (transformers engine)
+  serve decoder  run the token decoding service
   train          run the GRPO trainer fed by the Redis Stream
 """
 
@@ -23,6 +25,8 @@ Handler = Callable[[argparse.Namespace], int]
 #: the parser is built; those modules keep their own heavy imports inside their run functions.
 _EXTERNAL_PARSERS: tuple[tuple[str, str], ...] = (
     ("services.reward.cli", "add_serve_reward_parser"),
+    ("services.rollout.cli", "add_serve_rollout_parser"),
+    ("services.decoder.cli", "add_serve_decoder_parser"),
     ("trainer.cli", "add_train_parser"),
 )
 
