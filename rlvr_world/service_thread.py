@@ -1,0 +1,73 @@
+"""Run an asyncio gRPC service in a background thread, for tests, benchmarks and notebooks.
+
+Each service's ``testing`` module subclasses ``ServiceThread`` with its own start coroutine, so
+``with ServiceThread(settings) as svc:`` starts the service in an event loop of its own thread
+(bind port 0 to get free ports) and stops exactly that service on exit. Callers use ordinary
+blocking clients against ``svc.grpc_address``. Imports nothing heavy.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Callable, Coroutine
+from typing import Any, Generic, Protocol, TypeVar
+
+T = TypeVar("T")
+
+
+class RunningService(Protocol):
+    """What every service's ``start_service`` returns."""
+
+    @property
+    def grpc_address(self) -> str: ...
+
+    async def stop(self, grace_s: float | None = None) -> None: ...
+
+
+S = TypeVar("S", bound=RunningService)
+
+
+class ServiceThread(Generic[S]):
+    """A started service owned by this object."""
+
+    def __init__(
+        self, starter: Callable[[], Coroutine[Any, Any, S]], start_timeout_s: float = 120.0
+    ) -> None:
+        self._starter = starter
+        self._timeout = start_timeout_s
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._loop.run_forever, daemon=True)
+        self._service: S | None = None
+
+    def run(self, coro: Coroutine[Any, Any, T], timeout_s: float | None = None) -> T:
+        """Run a coroutine in the service's loop and wait for its result."""
+        return asyncio.run_coroutine_threadsafe(coro, self._loop).result(timeout_s or self._timeout)
+
+    def start(self) -> ServiceThread[S]:
+        self._thread.start()
+        self._service = self.run(self._starter())
+        return self
+
+    def stop(self, grace_s: float = 2.0) -> None:
+        if self._service is not None:
+            self.run(self._service.stop(grace_s))
+            self._service = None
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join(timeout=10)
+
+    @property
+    def service(self) -> S:
+        if self._service is None:
+            raise RuntimeError("service not started")
+        return self._service
+
+    @property
+    def grpc_address(self) -> str:
+        return self.service.grpc_address
+
+    def __enter__(self) -> ServiceThread[S]:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
