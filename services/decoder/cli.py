@@ -7,15 +7,13 @@ then the server module is imported and run. ``--help`` imports neither grpc nor 
 from __future__ import annotations
 
 import argparse
-import logging
-import sys
 from collections.abc import Sequence
 from typing import Any
 
-from rlvr_world.cli_util import given_options, serve_subparsers
+from rlvr_world.cli_util import Option, add_options, given_options, module_main, serve_subparsers
 
 #: command-line option -> settings field
-_OPTIONS: tuple[tuple[str, str, type, str], ...] = (
+_OPTIONS: tuple[Option, ...] = (
     ("--tokenizer", "tokenizer", str, "tokenizer directory (required here or in the env)"),
     ("--gguf-file", "gguf_file", str, "GGUF file inside the tokenizer directory"),
     ("--host", "host", str, "interface to bind (default 127.0.0.1)"),
@@ -26,11 +24,6 @@ _OPTIONS: tuple[tuple[str, str, type, str], ...] = (
 _DESTS = tuple(dest for _, dest, _, _ in _OPTIONS)
 
 
-def add_options(parser: argparse.ArgumentParser) -> None:
-    for flag, dest, kind, text in _OPTIONS:
-        parser.add_argument(flag, dest=dest, type=kind, default=None, help=text)
-
-
 def add_serve_decoder_parser(sub: Any) -> argparse.ArgumentParser:
     """Add ``serve decoder`` to the ``rlvr-world`` subcommands (handler: ``run_serve_decoder``)."""
     parser: argparse.ArgumentParser = serve_subparsers(sub).add_parser(
@@ -39,7 +32,7 @@ def add_serve_decoder_parser(sub: Any) -> argparse.ArgumentParser:
         description="Settings come from RLVR_DECODER_* environment variables; options override "
         "them.",
     )
-    add_options(parser)
+    add_options(parser, _OPTIONS)
     parser.set_defaults(handler=run_serve_decoder)
     return parser
 
@@ -61,17 +54,10 @@ def run_serve_decoder(args: argparse.Namespace) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="python -m services.decoder", description="Run the RLVR-World decoder service."
+    return module_main(
+        argv,
+        prog="python -m services.decoder",
+        description="Run the RLVR-World decoder service.",
+        options=_OPTIONS,
+        run=run_serve_decoder,
     )
-    parser.add_argument(
-        "--log-level", default="INFO", choices=("DEBUG", "INFO", "WARNING", "ERROR")
-    )
-    add_options(parser)
-    args = parser.parse_args(argv)
-    logging.basicConfig(
-        level=getattr(logging, args.log_level),
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-        stream=sys.stderr,
-    )
-    return run_serve_decoder(args)

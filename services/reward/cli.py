@@ -7,13 +7,13 @@ then the server module is imported and run. ``--help`` imports neither grpc nor 
 from __future__ import annotations
 
 import argparse
-import logging
-import sys
 from collections.abc import Sequence
 from typing import Any
 
+from rlvr_world.cli_util import Option, add_options, given_options, module_main, serve_subparsers
+
 #: command-line option -> settings field
-_OPTIONS: tuple[tuple[str, str, type, str], ...] = (
+_OPTIONS: tuple[Option, ...] = (
     ("--host", "host", str, "interface to bind (default 127.0.0.1)"),
     ("--grpc-port", "grpc_port", int, "gRPC port; 0 picks a free one (default 50051)"),
     ("--http-port", "http_port", int, "HTTP gateway port; 0 picks a free one (default 8000)"),
@@ -35,32 +35,15 @@ _OPTIONS: tuple[tuple[str, str, type, str], ...] = (
 )
 
 
-def add_options(parser: argparse.ArgumentParser) -> None:
-    for flag, dest, kind, text in _OPTIONS:
-        parser.add_argument(flag, dest=dest, type=kind, default=None, help=text)
-
-
-def _serve_subparsers(sub: Any) -> Any:
-    """The subparsers of ``serve``, creating ``serve`` if no other service did yet."""
-    serve = sub.choices.get("serve")
-    if serve is None:
-        serve = sub.add_parser("serve", help="run a service")
-        return serve.add_subparsers(dest="service", required=True)
-    for action in serve._actions:  # argparse keeps no public handle on a parser's subparsers
-        if isinstance(action, argparse._SubParsersAction):
-            return action
-    return serve.add_subparsers(dest="service", required=True)
-
-
 def add_serve_reward_parser(sub: Any) -> argparse.ArgumentParser:
     """Add ``serve reward`` to the ``rlvr-world`` subcommands (handler: ``run_serve_reward``)."""
-    parser: argparse.ArgumentParser = _serve_subparsers(sub).add_parser(
+    parser: argparse.ArgumentParser = serve_subparsers(sub).add_parser(
         "reward",
         help="run the reward service (gRPC + HTTP gateway, one scoring pool)",
         description="Settings come from RLVR_REWARD_* environment variables; options override "
         "them. Auth: set RLVR_REWARD_API_TOKEN.",
     )
-    add_options(parser)
+    add_options(parser, _OPTIONS)
     parser.set_defaults(handler=run_serve_reward)
     return parser
 
@@ -68,12 +51,7 @@ def add_serve_reward_parser(sub: Any) -> argparse.ArgumentParser:
 def settings_from_args(args: argparse.Namespace) -> Any:
     from services.reward.settings import RewardSettings
 
-    given = {
-        dest: getattr(args, dest)
-        for _, dest, _, _ in _OPTIONS
-        if getattr(args, dest, None) is not None
-    }
-    return RewardSettings(**given)
+    return RewardSettings(**given_options(args, tuple(dest for _, dest, _, _ in _OPTIONS)))
 
 
 def run_serve_reward(args: argparse.Namespace) -> int:
@@ -88,17 +66,10 @@ def run_serve_reward(args: argparse.Namespace) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="python -m services.reward", description="Run the RLVR-World reward service."
+    return module_main(
+        argv,
+        prog="python -m services.reward",
+        description="Run the RLVR-World reward service.",
+        options=_OPTIONS,
+        run=run_serve_reward,
     )
-    parser.add_argument(
-        "--log-level", default="INFO", choices=("DEBUG", "INFO", "WARNING", "ERROR")
-    )
-    add_options(parser)
-    args = parser.parse_args(argv)
-    logging.basicConfig(
-        level=getattr(logging, args.log_level),
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-        stream=sys.stderr,
-    )
-    return run_serve_reward(args)

@@ -21,9 +21,9 @@ from contextlib import contextmanager
 from typing import Any
 
 import grpc
-from grpc_health.v1 import health, health_pb2, health_pb2_grpc
-from grpc_reflection.v1alpha import reflection
+from grpc_health.v1 import health
 
+from rlvr_world import grpc_common
 from rlvr_world.rewards.types import InvalidInput, RewardResult, Status, failed
 from rlvr_world.v1 import reward_pb2, reward_pb2_grpc
 from services.reward.convert import Job, job_from_proto, result_to_proto
@@ -216,46 +216,16 @@ def create_server(
     """Build and bind the gRPC server (not started); returns it, the bound port and its health."""
     token = settings.token()
     interceptors = [BearerAuthInterceptor(token, metrics)] if token else []
-    limit = settings.max_payload_bytes
-    server = grpc.aio.server(
-        interceptors=interceptors,
-        options=[
-            ("grpc.max_receive_message_length", limit),
-            ("grpc.max_send_message_length", limit),
-            ("grpc.so_reuseport", 0),
-        ],
-    )
+    server = grpc_common.new_server(settings.max_payload_bytes, interceptors)
     reward_pb2_grpc.add_RewardServiceServicer_to_server(  # type: ignore[no-untyped-call]
         RewardServicer(engine, metrics, settings), server
     )
-    health_servicer = health.aio.HealthServicer()
-    health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
-    reflection.enable_server_reflection(
-        (
-            SERVICE_NAME,
-            health_pb2.DESCRIPTOR.services_by_name["Health"].full_name,
-            reflection.SERVICE_NAME,
-        ),
-        server,
+    health_servicer = grpc_common.add_health_and_reflection(server, SERVICE_NAME)
+    port = grpc_common.bind(
+        server, settings.host, settings.grpc_port, settings.tls_cert, settings.tls_key
     )
-    address = f"{settings.host}:{settings.grpc_port}"
-    if settings.tls_cert is not None and settings.tls_key is not None:
-        creds = grpc.ssl_server_credentials(
-            [(settings.tls_key.read_bytes(), settings.tls_cert.read_bytes())]
-        )
-        port = server.add_secure_port(address, creds)
-    else:
-        port = server.add_insecure_port(address)
-    if port == 0:
-        raise OSError(f"gRPC could not bind {address}")
     return server, port, health_servicer
 
 
 async def set_serving(health_servicer: health.aio.HealthServicer, serving: bool) -> None:
-    status = (
-        health_pb2.HealthCheckResponse.SERVING
-        if serving
-        else health_pb2.HealthCheckResponse.NOT_SERVING
-    )
-    for name in ("", SERVICE_NAME):
-        await health_servicer.set(name, status)
+    await grpc_common.set_serving(health_servicer, SERVICE_NAME, serving)

@@ -24,9 +24,9 @@ from concurrent.futures import Executor
 from typing import TypeVar
 
 import grpc
-from grpc_health.v1 import health, health_pb2, health_pb2_grpc
-from grpc_reflection.v1alpha import reflection
+from grpc_health.v1 import health
 
+from rlvr_world import grpc_common
 from rlvr_world.v1 import rollout_pb2, rollout_pb2_grpc
 from services.rollout.convert import (
     generation_to_proto,
@@ -115,39 +115,14 @@ def create_server(
     settings: RolloutSettings, engine: GenerationEngine, executor: Executor
 ) -> tuple[grpc.aio.Server, int, health.aio.HealthServicer]:
     """Build and bind the gRPC server (not started); returns it, the bound port and its health."""
-    limit = settings.max_payload_bytes
-    server = grpc.aio.server(
-        options=[
-            ("grpc.max_receive_message_length", limit),
-            ("grpc.max_send_message_length", limit),
-            ("grpc.so_reuseport", 0),
-        ],
-    )
+    server = grpc_common.new_server(settings.max_payload_bytes)
     rollout_pb2_grpc.add_RolloutServiceServicer_to_server(  # type: ignore[no-untyped-call]
         RolloutServicer(engine, settings, executor), server
     )
-    health_servicer = health.aio.HealthServicer()
-    health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
-    reflection.enable_server_reflection(
-        (
-            SERVICE_NAME,
-            health_pb2.DESCRIPTOR.services_by_name["Health"].full_name,
-            reflection.SERVICE_NAME,
-        ),
-        server,
-    )
-    address = f"{settings.host}:{settings.grpc_port}"
-    port = server.add_insecure_port(address)
-    if port == 0:
-        raise OSError(f"gRPC could not bind {address}")
+    health_servicer = grpc_common.add_health_and_reflection(server, SERVICE_NAME)
+    port = grpc_common.bind(server, settings.host, settings.grpc_port)
     return server, port, health_servicer
 
 
 async def set_serving(health_servicer: health.aio.HealthServicer, serving: bool) -> None:
-    status = (
-        health_pb2.HealthCheckResponse.SERVING
-        if serving
-        else health_pb2.HealthCheckResponse.NOT_SERVING
-    )
-    for name in ("", SERVICE_NAME):
-        await health_servicer.set(name, status)
+    await grpc_common.set_serving(health_servicer, SERVICE_NAME, serving)
