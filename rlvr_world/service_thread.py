@@ -1,4 +1,4 @@
-"""Run an asyncio gRPC service in a background thread, for tests, benchmarks and notebooks.
+"""Run an asyncio gRPC service in a background thread (tests, notebooks) or until a signal.
 
 Each service's ``testing`` module subclasses ``ServiceThread`` with its own start coroutine, so
 ``with ServiceThread(settings) as svc:`` starts the service in an event loop of its own thread
@@ -71,3 +71,17 @@ class ServiceThread(Generic[S]):
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+async def serve_until_signal(service: RunningService) -> None:
+    """Run a started service until SIGTERM or SIGINT, then drain it gracefully."""
+    import logging
+    import signal
+
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    await stop.wait()
+    logging.getLogger(__name__).info("signal received; shutting down")
+    await service.stop()

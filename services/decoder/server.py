@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import signal
 from dataclasses import dataclass
 
 import grpc
 from grpc_health.v1 import health
 
+from rlvr_world.service_thread import serve_until_signal
 from services.decoder.grpc_server import create_server, set_serving
 from services.decoder.settings import DecoderSettings
 from services.decoder.text import TextDecoder
@@ -63,11 +63,4 @@ async def start_service(settings: DecoderSettings) -> RunningService:
 
 async def serve(settings: DecoderSettings) -> None:
     """Serve until SIGTERM/SIGINT, then drain gracefully."""
-    service = await start_service(settings)
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, stop.set)
-    await stop.wait()
-    log.info("signal received; shutting down")
-    await service.stop()
+    await serve_until_signal(await start_service(settings))

@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import signal
 import socket
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -21,6 +20,7 @@ import uvicorn
 from fastapi import FastAPI
 from grpc_health.v1 import health
 
+from rlvr_world.service_thread import serve_until_signal
 from services.reward.engine import RewardEngine
 from services.reward.grpc_server import create_server, set_serving
 from services.reward.http.router import create_app
@@ -136,11 +136,4 @@ async def start_service(settings: RewardSettings) -> RunningService:
 
 async def serve(settings: RewardSettings) -> None:
     """Serve until SIGTERM/SIGINT, then drain gracefully."""
-    service = await start_service(settings)
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, stop.set)
-    await stop.wait()
-    log.info("signal received; shutting down")
-    await service.stop()
+    await serve_until_signal(await start_service(settings))

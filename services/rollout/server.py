@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import signal
 from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -18,6 +17,7 @@ from dataclasses import dataclass
 import grpc
 from grpc_health.v1 import health
 
+from rlvr_world.service_thread import serve_until_signal
 from services.rollout.engine import EngineError, GenerationEngine
 from services.rollout.grpc_server import create_server, set_serving
 from services.rollout.settings import RolloutSettings
@@ -124,11 +124,4 @@ async def start_service(
 
 async def serve(settings: RolloutSettings) -> None:
     """Serve until SIGTERM/SIGINT, then drain gracefully."""
-    service = await start_service(settings)
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, stop.set)
-    await stop.wait()
-    log.info("signal received; shutting down")
-    await service.stop()
+    await serve_until_signal(await start_service(settings))
