@@ -1,0 +1,273 @@
+"""Supervised local processes: start a command, wait until it is ready, stop exactly that process.
+
+``Supervisor(run_dir)`` starts each ``ProcessSpec`` in a process group of its own (so a service's
+children, e.g. a scoring pool, go with it), writes its stdout and stderr to
+``run_dir/logs/<name>.log``, and waits for a readiness check: the standard gRPC health service
+answering SERVING, an HTTP URL answering 2xx, or a line in the log. A process that exits before
+it is ready raises ``ProcessFailed`` with the tail of its log. ``stop`` sends SIGTERM to the group
+and SIGKILL after a timeout; ``kill`` sends SIGKILL at once (failure tests). The supervisor stops
+only the processes it started; it never looks processes up by name.
+
+It does not restart crashed processes on its own (no watchdog); ``restart(name)`` is explicit.
+Pure stdlib plus grpc, which is imported only by ``GrpcHealth``. POSIX only.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import re
+import signal
+import socket
+import subprocess
+import time
+import urllib.error
+import urllib.request
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, Protocol
+
+log = logging.getLogger(__name__)
+
+#: Seconds between two readiness probes.
+POLL_S = 0.1
+#: Characters of the log shown in a start-up error.
+LOG_TAIL_CHARS = 4000
+
+
+def pick_free_port(host: str = "127.0.0.1") -> int:
+    """A TCP port free on ``host`` now (the OS picks it; a race with other binders is possible)."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as sock:
+        sock.bind((host, 0))
+        return int(sock.getsockname()[1])
+
+
+class ReadyCheck(Protocol):
+    """One readiness probe; ``ready`` must return quickly (it is polled)."""
+
+    def ready(self, log_path: Path) -> bool: ...
+
+    def describe(self) -> str: ...
+
+
+@dataclass(frozen=True)
+class GrpcHealth:
+    """Ready when ``grpc.health.v1.Health/Check`` at ``address`` answers SERVING."""
+
+    address: str
+    service: str = ""
+
+    def ready(self, log_path: Path) -> bool:
+        import grpc
+        from grpc_health.v1 import health_pb2, health_pb2_grpc
+
+        with grpc.insecure_channel(self.address) as channel:
+            stub = health_pb2_grpc.HealthStub(channel)
+            try:
+                reply = stub.Check(health_pb2.HealthCheckRequest(service=self.service), timeout=1)
+            except grpc.RpcError:
+                return False
+        return bool(reply.status == health_pb2.HealthCheckResponse.SERVING)
+
+    def describe(self) -> str:
+        return f"gRPC health SERVING at {self.address}"
+
+
+@dataclass(frozen=True)
+class HttpReady:
+    """Ready when a GET of ``url`` answers 2xx."""
+
+    url: str
+
+    def ready(self, log_path: Path) -> bool:
+        try:
+            with urllib.request.urlopen(self.url, timeout=1) as reply:
+                return 200 <= int(reply.status) < 300
+        except (urllib.error.URLError, OSError):
+            return False
+
+    def describe(self) -> str:
+        return f"HTTP 2xx from {self.url}"
+
+
+@dataclass(frozen=True)
+class LogLine:
+    """Ready when a line of the process's log matches ``regex``."""
+
+    regex: str
+
+    def ready(self, log_path: Path) -> bool:
+        try:
+            text = log_path.read_text(errors="replace")
+        except FileNotFoundError:
+            return False
+        return re.search(self.regex, text, re.MULTILINE) is not None
+
+    def describe(self) -> str:
+        return f"log line matching {self.regex!r}"
+
+
+@dataclass
+class ProcessSpec:
+    """A command to supervise. ``env`` is added to (and overrides) this process's environment."""
+
+    name: str
+    argv: list[str]
+    env: dict[str, str] = field(default_factory=dict)
+    ready: ReadyCheck | None = None
+    cwd: Path | None = None
+
+
+class ProcessFailed(RuntimeError):
+    """A supervised process exited, or did not become ready in time."""
+
+
+@dataclass
+class Managed:
+    """A process started by a ``Supervisor``."""
+
+    spec: ProcessSpec
+    popen: subprocess.Popen[bytes]
+    log_path: Path
+    log_file: IO[bytes]
+
+    @property
+    def pid(self) -> int:
+        return self.popen.pid
+
+    def alive(self) -> bool:
+        return self.popen.poll() is None
+
+    def log_tail(self, chars: int = LOG_TAIL_CHARS) -> str:
+        self.log_file.flush()
+        try:
+            text = self.log_path.read_text(errors="replace")
+        except FileNotFoundError:
+            return ""
+        return text[-chars:]
+
+
+class Supervisor:
+    """Starts, watches and stops named local processes; a context manager (stops all on exit)."""
+
+    def __init__(self, run_dir: Path) -> None:
+        self.run_dir = Path(run_dir)
+        self.log_dir = self.run_dir / "logs"
+        self.log_dir.mkdir(parents=True, exist_ok=True)
+        self._procs: dict[str, Managed] = {}
+
+    def __enter__(self) -> Supervisor:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop_all()
+
+    def __contains__(self, name: str) -> bool:
+        return name in self._procs
+
+    def names(self) -> list[str]:
+        """Names in start order."""
+        return list(self._procs)
+
+    def get(self, name: str) -> Managed:
+        try:
+            return self._procs[name]
+        except KeyError:
+            raise KeyError(f"no supervised process named {name!r}") from None
+
+    def start(self, spec: ProcessSpec, timeout_s: float = 120.0) -> Managed:
+        """Start ``spec`` and wait until it is ready (or raise ``ProcessFailed``)."""
+        old = self._procs.get(spec.name)
+        if old is not None and old.alive():
+            raise ValueError(f"process {spec.name!r} is already running (pid {old.pid})")
+        log_path = self.log_dir / f"{spec.name}.log"
+        log_file = log_path.open("ab")
+        env = {**os.environ, **spec.env}
+        popen = subprocess.Popen(
+            spec.argv,
+            stdin=subprocess.DEVNULL,
+            stdout=log_file,
+            stderr=subprocess.STDOUT,
+            env=env,
+            cwd=spec.cwd,
+            start_new_session=True,
+        )
+        managed = Managed(spec, popen, log_path, log_file)
+        self._procs.pop(spec.name, None)
+        self._procs[spec.name] = managed
+        log.info("started %s (pid %d): %s", spec.name, popen.pid, " ".join(spec.argv))
+        try:
+            self._wait_ready(managed, timeout_s)
+        except ProcessFailed:
+            self.stop(spec.name, timeout_s=5)
+            raise
+        return managed
+
+    def _wait_ready(self, managed: Managed, timeout_s: float) -> None:
+        check = managed.spec.ready
+        deadline = time.monotonic() + timeout_s
+        while True:
+            code = managed.popen.poll()
+            if code is not None:
+                raise ProcessFailed(
+                    f"{managed.spec.name} exited with code {code} before it was ready; "
+                    f"last lines of {managed.log_path}:\n{managed.log_tail()}"
+                )
+            if check is None or check.ready(managed.log_path):
+                return
+            if time.monotonic() > deadline:
+                raise ProcessFailed(
+                    f"{managed.spec.name} not ready after {timeout_s:.0f}s (waiting for "
+                    f"{check.describe()}); last lines of {managed.log_path}:\n"
+                    f"{managed.log_tail()}"
+                )
+            time.sleep(POLL_S)
+
+    def _signal_group(self, managed: Managed, sig: signal.Signals) -> None:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(managed.pid, sig)  # the group id is the leader's pid (start_new_session)
+
+    def stop(self, name: str, timeout_s: float = 15.0) -> int:
+        """SIGTERM the process group, SIGKILL it after ``timeout_s``; the leader's exit code."""
+        managed = self.get(name)
+        if managed.alive():
+            self._signal_group(managed, signal.SIGTERM)
+            try:
+                managed.popen.wait(timeout_s)
+            except subprocess.TimeoutExpired:
+                log.warning("%s did not stop within %.0fs; killing it", name, timeout_s)
+                self._signal_group(managed, signal.SIGKILL)
+                managed.popen.wait()
+        # children left in the group (the leader exited first) go too
+        self._signal_group(managed, signal.SIGKILL)
+        managed.log_file.close()
+        return int(managed.popen.returncode)
+
+    def kill(self, name: str) -> int:
+        """SIGKILL the process group now (failure tests); the leader's exit code."""
+        managed = self.get(name)
+        self._signal_group(managed, signal.SIGKILL)
+        managed.popen.wait()
+        managed.log_file.close()
+        return int(managed.popen.returncode)
+
+    def restart(self, name: str, timeout_s: float = 120.0) -> Managed:
+        """Stop ``name`` (if running) and start its spec again."""
+        spec = self.get(name).spec
+        self.stop(name)
+        return self.start(spec, timeout_s)
+
+    def alive(self, name: str) -> bool:
+        return self.get(name).alive()
+
+    def stop_all(self, timeout_s: float = 15.0) -> dict[str, int]:
+        """Stop every process, the last started first; their exit codes by name."""
+        codes: dict[str, int] = {}
+        for name in reversed(list(self._procs)):
+            try:
+                codes[name] = self.stop(name, timeout_s)
+            except OSError as exc:
+                log.error("stopping %s failed: %s", name, exc)
+        return codes

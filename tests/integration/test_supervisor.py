@@ -1,0 +1,94 @@
+"""Supervisor against real processes: a reward service, an early exit, a stubborn process."""
+
+from __future__ import annotations
+
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from rlvr_world.supervisor import (
+    GrpcHealth,
+    HttpReady,
+    LogLine,
+    ProcessFailed,
+    ProcessSpec,
+    Supervisor,
+    pick_free_port,
+)
+
+pytestmark = pytest.mark.integration
+
+
+def _reward_spec(name: str = "reward") -> tuple[ProcessSpec, int, int]:
+    grpc_port, http_port = pick_free_port(), pick_free_port()
+    argv = [sys.executable, "-m", "services.reward", "--grpc-port", str(grpc_port)]
+    argv += ["--http-port", str(http_port), "--workers", "1", "--grace-s", "2"]
+    spec = ProcessSpec(
+        name, argv, env={"OMP_NUM_THREADS": "1"}, ready=GrpcHealth(f"127.0.0.1:{grpc_port}")
+    )
+    return spec, grpc_port, http_port
+
+
+def test_reward_service_starts_serves_and_drains_to_exit_code_0(tmp_path: Path) -> None:
+    spec, _, http_port = _reward_spec()
+    with Supervisor(tmp_path) as sup:
+        managed = sup.start(spec, timeout_s=120)
+        assert sup.alive("reward")
+        assert HttpReady(f"http://127.0.0.1:{http_port}/readyz").ready(managed.log_path)
+        with urllib.request.urlopen(f"http://127.0.0.1:{http_port}/metrics", timeout=5) as r:
+            assert b"rlvr_reward_requests_total" in r.read()
+        assert sup.stop("reward") == 0
+        assert not sup.alive("reward")
+    assert "reward service ready" in (tmp_path / "logs" / "reward.log").read_text()
+
+
+def test_process_exiting_before_ready_raises_with_its_log_tail(tmp_path: Path) -> None:
+    code = "import sys; print('bad config: field grpc_port'); sys.exit(3)"
+    spec = ProcessSpec("broken", [sys.executable, "-c", code], ready=LogLine("never"))
+    with Supervisor(tmp_path) as sup, pytest.raises(ProcessFailed) as info:
+        sup.start(spec, timeout_s=30)
+    message = str(info.value)
+    assert "exited with code 3" in message
+    assert "bad config: field grpc_port" in message
+
+
+def test_not_ready_in_time_raises_and_stops_the_process(tmp_path: Path) -> None:
+    spec = ProcessSpec("slow", [sys.executable, "-c", "import time; time.sleep(60)"])
+    spec.ready = LogLine("^ready$")
+    with Supervisor(tmp_path) as sup:
+        with pytest.raises(ProcessFailed, match="not ready after"):
+            sup.start(spec, timeout_s=0.5)
+        assert not sup.alive("slow")
+
+
+def test_stop_escalates_to_sigkill_and_kill_is_immediate(tmp_path: Path) -> None:
+    ignore_term = (
+        "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); "
+        "print('ready', flush=True); time.sleep(60)"
+    )
+    with Supervisor(tmp_path) as sup:
+        sup.start(
+            ProcessSpec("stubborn", [sys.executable, "-c", ignore_term], ready=LogLine("^ready"))
+        )
+        t0 = time.monotonic()
+        assert sup.stop("stubborn", timeout_s=0.5) == -9
+        assert time.monotonic() - t0 < 5
+        sup.start(
+            ProcessSpec("victim", [sys.executable, "-c", ignore_term], ready=LogLine("^ready"))
+        )
+        assert sup.kill("victim") == -9
+        assert not sup.alive("victim")
+        restarted = sup.restart("victim")
+        assert restarted.alive()
+    assert not restarted.alive()  # stop_all on exit
+
+
+def test_pick_free_port_is_bindable() -> None:
+    import socket
+
+    port = pick_free_port()
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", port))
