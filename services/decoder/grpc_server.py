@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from typing import Any
 
 import grpc
 from grpc_health.v1 import health
@@ -86,10 +87,10 @@ class DecoderServicer(decoder_pb2_grpc.DecoderServiceServicer):
 
 
 def create_server(
-    settings: DecoderSettings, decoder: TextDecoder
+    settings: DecoderSettings, decoder: TextDecoder, interceptors: tuple[Any, ...] = ()
 ) -> tuple[grpc.aio.Server, int, health.aio.HealthServicer]:
     """Build and bind the gRPC server (not started); returns it, the bound port and its health."""
-    server = grpc_common.new_server(settings.max_payload_bytes)
+    server = grpc_common.new_server(settings.max_payload_bytes, interceptors)
     decoder_pb2_grpc.add_DecoderServiceServicer_to_server(  # type: ignore[no-untyped-call]
         DecoderServicer(decoder, settings), server
     )

@@ -11,12 +11,15 @@ from __future__ import annotations
 import asyncio
 import logging
 from dataclasses import dataclass
+from typing import Any
 
 import grpc
 from grpc_health.v1 import health
 
+from rlvr_world.service_metrics import GrpcMetrics
 from rlvr_world.service_thread import serve_until_signal
 from services.decoder.grpc_server import create_server, set_serving
+from services.decoder.metrics import decoder_metrics
 from services.decoder.settings import DecoderSettings
 from services.decoder.text import TextDecoder
 
@@ -30,6 +33,9 @@ class RunningService:
     grpc_server: grpc.aio.Server
     grpc_port: int
     health: health.aio.HealthServicer
+    metrics: GrpcMetrics | None = None
+    metrics_http: Any = None
+    metrics_port: int | None = None
 
     @property
     def grpc_address(self) -> str:
@@ -41,6 +47,8 @@ class RunningService:
         log.info("draining (grace %.1fs)", grace)
         await set_serving(self.health, False)
         await self.grpc_server.stop(grace)
+        if self.metrics_http is not None:
+            self.metrics_http.shutdown()
         log.info("stopped")
 
 
@@ -48,17 +56,25 @@ async def start_service(settings: DecoderSettings) -> RunningService:
     """Load the tokenizer, start the gRPC server; log the port."""
     loop = asyncio.get_running_loop()
     decoder = await loop.run_in_executor(None, TextDecoder, settings.tokenizer, settings.gguf_file)
-    server, port, health_servicer = create_server(settings, decoder)
+    metrics = decoder_metrics()
+    server, port, health_servicer = create_server(settings, decoder, (metrics.interceptor(),))
+    metrics_http, metrics_port = None, None
+    if settings.metrics_port is not None:
+        metrics_http, metrics_port = metrics.start_http(settings.host, settings.metrics_port)
     await server.start()
     await set_serving(health_servicer, True)
     log.info(
-        "decoder service ready: gRPC %s:%d, tokenizer %s (%d ids), frames: not loaded",
+        "decoder service ready: gRPC %s:%d, metrics port %s, tokenizer %s (%d ids), "
+        "frames: not loaded",
         settings.host,
         port,
+        metrics_port,
         settings.tokenizer,
         decoder.vocab_size,
     )
-    return RunningService(settings, decoder, server, port, health_servicer)
+    return RunningService(
+        settings, decoder, server, port, health_servicer, metrics, metrics_http, metrics_port
+    )
 
 
 async def serve(settings: DecoderSettings) -> None:

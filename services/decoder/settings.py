@@ -21,6 +21,12 @@ class DecoderSettings(BaseSettings):
     )
     host: str = Field(default="127.0.0.1", description="interface the gRPC server binds")
     grpc_port: int = Field(default=50062, ge=0, le=65535, description="0 picks a free port")
+    metrics_port: int | None = Field(
+        default=None,
+        ge=0,
+        le=65535,
+        description="serve Prometheus /metrics on this port (0: a free one; unset: off)",
+    )
     max_batch: int = Field(default=4096, ge=1, le=1_000_000, description="requests per batch")
     max_payload_bytes: int = Field(
         default=64 * 1024 * 1024, ge=1024, le=2**31 - 1, description="largest gRPC message"

@@ -21,7 +21,7 @@ import asyncio
 import logging
 from collections.abc import Callable
 from concurrent.futures import Executor
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import grpc
 from grpc_health.v1 import health
@@ -112,10 +112,13 @@ class RolloutServicer(rollout_pb2_grpc.RolloutServiceServicer):
 
 
 def create_server(
-    settings: RolloutSettings, engine: GenerationEngine, executor: Executor
+    settings: RolloutSettings,
+    engine: GenerationEngine,
+    executor: Executor,
+    interceptors: tuple[Any, ...] = (),
 ) -> tuple[grpc.aio.Server, int, health.aio.HealthServicer]:
     """Build and bind the gRPC server (not started); returns it, the bound port and its health."""
-    server = grpc_common.new_server(settings.max_payload_bytes)
+    server = grpc_common.new_server(settings.max_payload_bytes, interceptors)
     rollout_pb2_grpc.add_RolloutServiceServicer_to_server(  # type: ignore[no-untyped-call]
         RolloutServicer(engine, settings, executor), server
     )

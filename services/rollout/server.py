@@ -13,13 +13,16 @@ import logging
 from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from typing import Any
 
 import grpc
 from grpc_health.v1 import health
 
+from rlvr_world.service_metrics import GrpcMetrics
 from rlvr_world.service_thread import serve_until_signal
 from services.rollout.engine import EngineError, GenerationEngine
 from services.rollout.grpc_server import create_server, set_serving
+from services.rollout.metrics import rollout_metrics
 from services.rollout.settings import RolloutSettings
 from services.rollout.watcher import WeightsWatcher
 
@@ -55,6 +58,9 @@ class RunningService:
     health: health.aio.HealthServicer
     executor: ThreadPoolExecutor
     watcher: WeightsWatcher | None
+    metrics: GrpcMetrics | None = None
+    metrics_http: Any = None
+    metrics_port: int | None = None
 
     @property
     def grpc_address(self) -> str:
@@ -70,6 +76,8 @@ class RunningService:
         await self.grpc_server.stop(grace)
         self.executor.shutdown(wait=True, cancel_futures=True)
         self.engine.close()
+        if self.metrics_http is not None:
+            self.metrics_http.shutdown()
         log.info("stopped")
 
 
@@ -96,7 +104,13 @@ async def start_service(
     if engine is None:
         engine = await loop.run_in_executor(None, build_engine, settings)
     executor = ThreadPoolExecutor(max_workers=ENGINE_THREADS, thread_name_prefix="rollout-engine")
-    server, port, health_servicer = create_server(settings, engine, executor)
+    metrics = rollout_metrics()
+    server, port, health_servicer = create_server(
+        settings, engine, executor, (metrics.interceptor(),)
+    )
+    metrics_http, metrics_port = None, None
+    if settings.metrics_port is not None:
+        metrics_http, metrics_port = metrics.start_http(settings.host, settings.metrics_port)
     await server.start()
     await set_serving(health_servicer, True)
     watcher = None
@@ -111,15 +125,28 @@ async def start_service(
         )
         watcher.start()
     log.info(
-        "rollout service ready: gRPC %s:%d, engine %s, model %s, version %d, watcher %s",
+        "rollout service ready: gRPC %s:%d, metrics port %s, engine %s, model %s, version %d, "
+        "watcher %s",
         settings.host,
         port,
+        metrics_port,
         settings.engine,
         settings.model,
         engine.policy_version,
         "on" if watcher else "off",
     )
-    return RunningService(settings, engine, server, port, health_servicer, executor, watcher)
+    return RunningService(
+        settings,
+        engine,
+        server,
+        port,
+        health_servicer,
+        executor,
+        watcher,
+        metrics,
+        metrics_http,
+        metrics_port,
+    )
 
 
 async def serve(settings: RolloutSettings) -> None:

@@ -33,6 +33,12 @@ class RolloutSettings(BaseSettings):
     torch_threads: int = Field(default=1, ge=1, le=256, description="torch intra-op threads")
     host: str = Field(default="127.0.0.1", description="interface the gRPC server binds")
     grpc_port: int = Field(default=50061, ge=0, le=65535, description="0 picks a free port")
+    metrics_port: int | None = Field(
+        default=None,
+        ge=0,
+        le=65535,
+        description="serve Prometheus /metrics on this port (0: a free one; unset: off)",
+    )
     max_n: int = Field(default=64, ge=1, le=4096, description="most samples per prompt")
     max_tokens: int = Field(default=4096, ge=1, le=1_000_000, description="most new tokens")
     max_prompt_tokens: int = Field(
