@@ -1,0 +1,93 @@
+"""Container health probes: ``python -m rlvr_world.healthcheck grpc HOST:PORT`` or ``http URL``.
+
+Exit status 0 when healthy, 1 otherwise (the contract of Docker's ``HEALTHCHECK`` and of an
+``exec`` probe in Kubernetes), with one line on stderr saying why. ``grpc`` asks the standard
+``grpc.health.v1.Health/Check`` and wants SERVING (draining services answer NOT_SERVING); ``http``
+wants a 2xx answer (``/readyz`` of the reward gateway, ``/metrics`` of the trainer).
+
+``add_healthcheck_parser(sub)`` adds the same as ``rlvr-world healthcheck``. Imports grpc only
+for the ``grpc`` probe, so a probe costs one short-lived interpreter.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import urllib.error
+import urllib.request
+from collections.abc import Sequence
+from typing import Any
+
+
+def check_grpc(address: str, service: str = "", timeout_s: float = 3.0) -> str | None:
+    """None when ``address`` reports SERVING, else the reason."""
+    import grpc
+    from grpc_health.v1 import health_pb2, health_pb2_grpc
+
+    with grpc.insecure_channel(address) as channel:
+        try:
+            reply = health_pb2_grpc.HealthStub(channel).Check(
+                health_pb2.HealthCheckRequest(service=service), timeout=timeout_s
+            )
+        except grpc.RpcError as exc:
+            return f"gRPC health check of {address} failed: {exc.code().name}"
+    if reply.status != health_pb2.HealthCheckResponse.SERVING:
+        name = health_pb2.HealthCheckResponse.ServingStatus.Name(reply.status)
+        return f"{address} reports {name}"
+    return None
+
+
+def check_http(url: str, timeout_s: float = 3.0) -> str | None:
+    """None when GET ``url`` answers 2xx, else the reason."""
+    try:
+        with urllib.request.urlopen(url, timeout=timeout_s) as reply:
+            status = int(reply.status)
+    except urllib.error.HTTPError as exc:
+        return f"GET {url}: HTTP {exc.code}"
+    except (urllib.error.URLError, OSError) as exc:
+        return f"GET {url} failed: {exc}"
+    return None if 200 <= status < 300 else f"GET {url}: HTTP {status}"
+
+
+def configure_parser(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
+    probes = parser.add_subparsers(dest="probe", required=True)
+    grpc_p = probes.add_parser("grpc", help="grpc.health.v1 Check must answer SERVING")
+    grpc_p.add_argument("address", help="HOST:PORT")
+    grpc_p.add_argument("--service", default="", help="service name to check (default: server)")
+    http_p = probes.add_parser("http", help="GET must answer 2xx")
+    http_p.add_argument("url")
+    for p in (grpc_p, http_p):
+        p.add_argument("--timeout-s", type=float, default=3.0, help="probe timeout (default 3)")
+    parser.set_defaults(handler=run_healthcheck)
+    return parser
+
+
+def add_healthcheck_parser(sub: Any) -> argparse.ArgumentParser:
+    """Add ``healthcheck`` to the ``rlvr-world`` subcommands (handler: ``run_healthcheck``)."""
+    parser: argparse.ArgumentParser = sub.add_parser(
+        "healthcheck",
+        help="probe a service's health endpoint (exit 0: healthy)",
+        description="Container health probe: gRPC health SERVING, or HTTP 2xx.",
+    )
+    return configure_parser(parser)
+
+
+def run_healthcheck(args: argparse.Namespace) -> int:
+    if args.probe == "grpc":
+        problem = check_grpc(args.address, args.service, args.timeout_s)
+    else:
+        problem = check_http(args.url, args.timeout_s)
+    if problem is not None:
+        print(problem, file=sys.stderr)
+        return 1
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = configure_parser(argparse.ArgumentParser(prog="python -m rlvr_world.healthcheck"))
+    args = parser.parse_args(argv)
+    return run_healthcheck(args)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
