@@ -111,13 +111,15 @@ class LogLine:
 
 @dataclass
 class ProcessSpec:
-    """A command to supervise. ``env`` is added to (and overrides) this process's environment."""
+    """A command to supervise. ``env`` is added to (and overrides) this process's environment;
+    with ``inherit_env=False`` it is the whole environment."""
 
     name: str
     argv: list[str]
     env: dict[str, str] = field(default_factory=dict)
     ready: ReadyCheck | None = None
     cwd: Path | None = None
+    inherit_env: bool = True
 
 
 class ProcessFailed(RuntimeError):
@@ -184,7 +186,7 @@ class Supervisor:
             raise ValueError(f"process {spec.name!r} is already running (pid {old.pid})")
         log_path = self.log_dir / f"{spec.name}.log"
         log_file = log_path.open("ab")
-        env = {**os.environ, **spec.env}
+        env = {**os.environ, **spec.env} if spec.inherit_env else dict(spec.env)
         popen = subprocess.Popen(
             spec.argv,
             stdin=subprocess.DEVNULL,

