@@ -1,0 +1,108 @@
+"""Async clients of the three services the orchestrator calls, one object per run.
+
+* rollout (``RolloutService.Generate``): n samples of a prompt with token ids, behaviour log-probs
+  and the policy version that produced them;
+* decoder (``DecoderService.DecodeTextBatch``): token ids to text, special tokens kept by default
+  (the reference's reward manager decodes with them; the strict reward strips end-of-sequence);
+* reward (``rlvr_world.client.AsyncRewardClient.score_batch``): one ``ScoreBatch`` per group.
+
+Each method is a single attempt (the reward client's own short retries aside); backoff across a
+service restart is the caller's (``rlvr_world.orchestrator.retry``). Create inside the event loop.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import grpc
+
+from rlvr_world.client import AsyncRewardClient, RetryPolicy, verl_request
+from rlvr_world.rewards.types import RewardResult
+from rlvr_world.v1 import decoder_pb2, decoder_pb2_grpc, rollout_pb2, rollout_pb2_grpc
+
+
+@dataclass(frozen=True)
+class Sampling:
+    """Sampling parameters of one Generate call (temperature 0: greedy)."""
+
+    n: int
+    max_tokens: int
+    temperature: float = 1.0
+    top_p: float = 1.0
+    top_k: int = -1
+    seed: int = 0
+
+
+class ServiceClients:
+    """Channels to the rollout, decoder and reward services (``host:port`` each)."""
+
+    def __init__(
+        self,
+        rollout: str,
+        decoder: str,
+        reward: str,
+        *,
+        timeout_s: float = 300.0,
+        reward_retry: RetryPolicy | None = None,
+    ) -> None:
+        options = [
+            ("grpc.max_receive_message_length", 64 * 1024 * 1024),
+            ("grpc.max_send_message_length", 64 * 1024 * 1024),
+            ("grpc.enable_retries", 0),
+        ]
+        self.timeout_s = timeout_s
+        self._rollout_channel = grpc.aio.insecure_channel(rollout, options=options)
+        self._decoder_channel = grpc.aio.insecure_channel(decoder, options=options)
+        self._rollout = rollout_pb2_grpc.RolloutServiceStub(self._rollout_channel)  # type: ignore[no-untyped-call]
+        self._decoder = decoder_pb2_grpc.DecoderServiceStub(self._decoder_channel)  # type: ignore[no-untyped-call]
+        self.reward = AsyncRewardClient(
+            reward, timeout_s=timeout_s, retry=reward_retry or RetryPolicy(attempts=2)
+        )
+
+    async def generate(
+        self, request_id: str, prompt: str, sampling: Sampling, min_version: int = 0
+    ) -> Any:
+        """One ``Generate`` call; returns the ``GenerateResponse``."""
+        req = rollout_pb2.GenerateRequest(
+            request_id=request_id,
+            text=prompt,
+            sampling=rollout_pb2.SamplingParams(
+                n=sampling.n,
+                temperature=sampling.temperature,
+                top_p=sampling.top_p,
+                top_k=sampling.top_k,
+                max_tokens=sampling.max_tokens,
+                seed=sampling.seed,
+            ),
+            min_policy_version=min_version,
+        )
+        return await self._rollout.Generate(req, timeout=self.timeout_s)
+
+    async def served_version(self) -> int:
+        """The policy version the rollout service serves now."""
+        info = await self._rollout.Info(rollout_pb2.EngineInfoRequest(), timeout=self.timeout_s)
+        return int(info.policy_version)
+
+    async def decode(self, token_ids: Sequence[Sequence[int]], special_tokens: str) -> list[str]:
+        """Texts of several samples in one ``DecodeTextBatch`` call."""
+        req = decoder_pb2.DecodeTextBatchRequest(
+            requests=[
+                decoder_pb2.DecodeTextRequest(
+                    request_id=str(i), token_ids=list(ids), special_tokens=special_tokens
+                )
+                for i, ids in enumerate(token_ids)
+            ]
+        )
+        resp = await self._decoder.DecodeTextBatch(req, timeout=self.timeout_s)
+        return [r.text for r in resp.responses]
+
+    async def score(self, rows: Sequence[dict[str, Any]]) -> list[RewardResult]:
+        """One ``ScoreBatch`` over verl-style rows (in order)."""
+        return await self.reward.score_batch([verl_request(r, str(i)) for i, r in enumerate(rows)])
+
+    async def close(self) -> None:
+        await self._rollout_channel.close()
+        await self._decoder_channel.close()
+        await self.reward.close()

@@ -1,0 +1,322 @@
+"""The rollout worker: prompts -> G samples -> decoded texts -> rewards -> scored groups on Redis.
+
+For each request ``(key, PromptItem)`` it asks the rollout service for ``group_size`` samples
+(token ids, behaviour log-probs, policy version), decodes them through the decoder service
+(special tokens kept: the reference's reward manager does, the strict reward strips
+end-of-sequence text), scores them with one ``ScoreBatch`` on the reward service, and pushes a
+``ScoredGroup`` (group id = request key, an idempotency key) to the bounded stream.
+
+* **Bounded in flight**: at most ``max_inflight`` requests at once (an asyncio semaphore).
+* **Retries**: every stage is retried with exponential backoff while its service is down
+  (``UNAVAILABLE``, ``DEADLINE_EXCEEDED``); a scored group is not regenerated when only scoring
+  or pushing failed. A request that still fails is recorded ``failed`` with the reason in the
+  ledger; none is dropped silently (cancelled ones at shutdown are recorded too).
+* **Backpressure**: the push waits while the stream is full (``Producer``); a push that times out
+  is retried like a service call.
+* **Staleness**: generation asks for ``min_policy_version = latest - max_staleness`` where
+  ``latest`` is the trainer's published version (``rlvr:weights:latest``); the rollout answers
+  ``FAILED_PRECONDITION`` while its weights are older, and the worker waits for the reload. With
+  the stream bound (``queue max_len``) this keeps generation from running far ahead of training.
+
+Not done here: dataset reading or sharding across workers (the caller passes requests), and
+any training. Reward statuses are kept as they are: a sample the reward service could not score
+travels with its status (the trainer leaves it out of GRPO), never as an ``ok`` zero.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import math
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import redis
+from pydantic import BaseModel, ConfigDict, Field
+from tqdm import tqdm  # type: ignore[import-untyped]
+
+from rlvr_world.client import RewardServiceUnavailable
+from rlvr_world.orchestrator.clients import Sampling, ServiceClients
+from rlvr_world.orchestrator.items import PromptItem
+from rlvr_world.orchestrator.ledger import Ledger
+from rlvr_world.orchestrator.metrics import OrchestratorMetrics
+from rlvr_world.orchestrator.retry import Backoff, RetriesExhausted, grpc_reason, retry_async
+from rlvr_world.queue.schema import ScoredGroup, ScoredSample
+from rlvr_world.queue.stream import Producer, QueueFull
+from rlvr_world.rewards.types import InvalidInput, RewardResult, Status
+
+logger = logging.getLogger(__name__)
+
+Request = tuple[str, PromptItem]
+
+
+class OrchestratorConfig(BaseModel):
+    """How the worker samples, retries and bounds its work."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    group_size: int = Field(default=4, ge=2, le=1024, description="samples per prompt (G)")
+    max_tokens: int = Field(default=128, ge=1, le=1_000_000, description="new tokens per sample")
+    temperature: float = Field(default=1.0, gt=0.0, le=10.0, description="sampling temperature")
+    top_p: float = Field(default=1.0, gt=0.0, le=1.0, description="nucleus mass (1: off)")
+    top_k: int = Field(default=-1, ge=-1, le=1_000_000, description="top-k (-1: off)")
+    seed: int = Field(default=0, ge=0, description="base sampling seed (plus the request number)")
+    max_inflight: int = Field(default=2, ge=1, le=10_000, description="prompts in flight at once")
+    max_staleness: int = Field(
+        default=4, ge=0, le=1_000_000, description="policy versions the samples may lag the trainer"
+    )
+    special_tokens: Literal["keep", "skip"] = Field(
+        default="keep", description="decoder special-token mode (keep: the reference's)"
+    )
+    variant: Literal["strict", "paper"] = Field(default="strict", description="reward variant")
+    reward_type: str = Field(default="binary", description="text-game reward type")
+    attempts: int = Field(default=10, ge=1, le=1000, description="tries per stage")
+    backoff_initial_s: float = Field(default=0.2, ge=0.0, le=60.0, description="first wait")
+    backoff_max_s: float = Field(default=5.0, ge=0.0, le=600.0, description="longest wait")
+    push_timeout_s: float = Field(
+        default=30.0, gt=0.0, le=86_400.0, description="wait for room in the stream per attempt"
+    )
+    call_timeout_s: float = Field(default=300.0, gt=0.0, le=86_400.0, description="RPC deadline")
+    drain_s: float = Field(
+        default=10.0, ge=0.0, le=3600.0, description="grace for in-flight prompts after stop"
+    )
+
+    def backoff(self) -> Backoff:
+        return Backoff(
+            attempts=self.attempts, initial_s=self.backoff_initial_s, max_s=self.backoff_max_s
+        )
+
+    def sampling(self, request_number: int) -> Sampling:
+        return Sampling(
+            n=self.group_size,
+            max_tokens=self.max_tokens,
+            temperature=self.temperature,
+            top_p=self.top_p,
+            top_k=self.top_k,
+            seed=self.seed + request_number,
+        )
+
+
+@dataclass
+class RunStats:
+    """What one ``Orchestrator.run`` did."""
+
+    pushed: int = 0
+    failed: int = 0
+    samples: int = 0
+    seconds: float = 0.0
+
+
+def classify(exc: BaseException) -> tuple[str, bool] | None:
+    """Retry verdict for the errors the stages raise (``retry.retry_async``'s ``classify``)."""
+    if isinstance(exc, RewardServiceUnavailable):
+        return str(exc), True
+    if isinstance(exc, QueueFull | redis.ConnectionError | redis.TimeoutError):
+        return f"{type(exc).__name__}: {exc}", True
+    if isinstance(exc, InvalidInput):
+        return f"invalid input: {exc}", False
+    return grpc_reason(exc)
+
+
+def to_sample(token_ids: list[int], logprobs: list[float], result: RewardResult) -> ScoredSample:
+    """A wire sample; the reward is kept only when it is finite (``None`` otherwise)."""
+    reward: float | None = result.reward if math.isfinite(result.reward) else None
+    status = result.status if reward is not None or result.status is not Status.OK else Status.ERROR
+    metrics = {k: float(v) for k, v in result.metrics.items() if math.isfinite(float(v))}
+    return ScoredSample(
+        token_ids=token_ids, logprobs=logprobs, reward=reward, status=status, metrics=metrics
+    )
+
+
+class Orchestrator:
+    """One rollout worker; ``run`` processes requests until they are done or ``stop()``."""
+
+    def __init__(
+        self,
+        cfg: OrchestratorConfig,
+        clients: ServiceClients,
+        *,
+        producer: Producer,
+        ledger: Ledger,
+        metrics: OrchestratorMetrics,
+        latest_version: Callable[[], int],
+        progress: bool = True,
+    ) -> None:
+        self.cfg, self.clients, self.producer = cfg, clients, producer
+        self.ledger, self.metrics, self.latest_version = ledger, metrics, latest_version
+        self.progress = progress
+        self.stats = RunStats()
+        self._bar: Any = None
+
+    # ------------------------------------------------------------ stages
+
+    async def _stage(self, stage: str, key: str, item: PromptItem, call: Callable[[], Any]) -> Any:
+        def on_retry(attempt: int, reason: str, delay: float) -> None:
+            self.metrics.retries.labels(stage=stage).inc()
+            if stage == "generate" and reason.startswith("FAILED_PRECONDITION"):
+                self.metrics.staleness_waits.inc()
+            self.ledger.write(
+                "retry", key, item.prompt_id, stage=stage, attempt=attempt + 1, reason=reason
+            )
+
+        t0 = time.perf_counter()
+        try:
+            return await retry_async(
+                f"{stage} {key}", call, self.cfg.backoff(), classify, on_retry=on_retry
+            )
+        finally:
+            self.metrics.stage_seconds.labels(stage=stage).observe(time.perf_counter() - t0)
+
+    async def _generate(self, key: str, item: PromptItem, number: int) -> Any:
+        def call() -> Any:
+            latest = self.latest_version()
+            self.metrics.latest_version.set(latest)
+            min_version = max(0, latest - self.cfg.max_staleness)
+            return self.clients.generate(key, item.prompt, self.cfg.sampling(number), min_version)
+
+        return await self._stage("generate", key, item, call)
+
+    async def process(self, key: str, item: PromptItem, number: int) -> bool:
+        """Generate, decode, score and push one request; True when pushed. Always ledgered."""
+        self.ledger.write("start", key, item.prompt_id)
+        try:
+            gen = await self._generate(key, item, number)
+            ids = [list(s.token_ids) for s in gen.samples]
+            texts = await self._stage(
+                "decode", key, item, lambda: self.clients.decode(ids, self.cfg.special_tokens)
+            )
+            rows = [self._row(item, text) for text in texts]
+            results = await self._stage("score", key, item, lambda: self.clients.score(rows))
+            group = self._group(key, item, gen, results)
+            entry_id = await self._stage(
+                "push",
+                key,
+                item,
+                lambda: asyncio.to_thread(self.producer.push, group, self.cfg.push_timeout_s),
+            )
+        except RetriesExhausted as exc:
+            self._fail(key, item, str(exc))
+            return False
+        except asyncio.CancelledError:
+            self._fail(key, item, "cancelled: the run stopped before this prompt finished")
+            raise
+        except (ValueError, RuntimeError) as exc:  # e.g. a sample the schema refuses
+            self._fail(key, item, f"{type(exc).__name__}: {exc}")
+            return False
+        self._pushed(key, item, group, entry_id)
+        return True
+
+    def _row(self, item: PromptItem, text: str) -> dict[str, Any]:
+        row = item.reward_row(text)
+        row["variant"], row["reward_type"] = self.cfg.variant, self.cfg.reward_type
+        return row
+
+    def _group(
+        self, key: str, item: PromptItem, gen: Any, results: list[RewardResult]
+    ) -> ScoredGroup:
+        if len(results) != len(gen.samples):
+            raise ValueError(f"{len(results)} rewards for {len(gen.samples)} samples")
+        samples = [
+            to_sample(list(s.token_ids), list(s.logprobs), r)
+            for s, r in zip(gen.samples, results, strict=True)
+        ]
+        return ScoredGroup(
+            group_id=key,
+            prompt_id=item.prompt_id,
+            task=item.task,
+            policy_version=int(gen.policy_version),
+            prompt_token_ids=list(gen.prompt_token_ids),
+            samples=samples,
+        )
+
+    def _pushed(self, key: str, item: PromptItem, group: ScoredGroup, entry_id: str) -> None:
+        statuses = [s.status.value for s in group.samples]
+        ok = [s.reward for s in group.samples if s.ok and s.reward is not None]
+        mean = sum(ok) / len(ok) if ok else None
+        self.ledger.write(
+            "pushed",
+            key,
+            item.prompt_id,
+            entry_id=entry_id,
+            policy_version=group.policy_version,
+            statuses=statuses,
+            reward_mean=mean,
+        )
+        self.metrics.prompts.labels(outcome="pushed").inc()
+        self.metrics.policy_version.set(group.policy_version)
+        for status in statuses:
+            self.metrics.samples.labels(status=status).inc()
+        if mean is not None:
+            self.metrics.reward.set(mean)
+        self.stats.pushed += 1
+        self.stats.samples += len(statuses)
+        if self._bar is not None:
+            self._bar.update(1)
+            self._bar.set_postfix(version=group.policy_version, reward=f"{mean or 0:.2f}")
+
+    def _fail(self, key: str, item: PromptItem, reason: str) -> None:
+        logger.error("prompt %s failed: %s", key, reason)
+        self.ledger.write("failed", key, item.prompt_id, reason=reason)
+        self.metrics.prompts.labels(outcome="failed").inc()
+        self.stats.failed += 1
+        if self._bar is not None:
+            self._bar.update(1)
+
+    # ------------------------------------------------------------ loop
+
+    async def run(
+        self,
+        requests: Iterable[Request],
+        stop: Callable[[], bool] | None = None,
+        total: int | None = None,
+    ) -> RunStats:
+        """Process ``requests`` with at most ``max_inflight`` at once, until done or ``stop()``.
+
+        After ``stop()`` turns true no request starts; in-flight ones get ``drain_s`` to finish,
+        then are cancelled (and recorded failed with the reason)."""
+        stop = stop or (lambda: False)
+        t0 = time.perf_counter()
+        sem = asyncio.Semaphore(self.cfg.max_inflight)
+        tasks: set[asyncio.Task[bool]] = set()
+        self._bar = tqdm(total=total, disable=not self.progress, unit="group", desc="rollout")
+
+        async def guarded(key: str, item: PromptItem, number: int) -> bool:
+            try:
+                return await self.process(key, item, number)
+            finally:
+                sem.release()
+                self.metrics.inflight.dec()
+
+        try:
+            for number, (key, item) in enumerate(requests):
+                while not stop():
+                    with contextlib.suppress(TimeoutError):
+                        await asyncio.wait_for(sem.acquire(), timeout=0.5)
+                        break
+                if stop():
+                    break
+                self.metrics.inflight.inc()
+                task = asyncio.create_task(guarded(key, item, number), name=key)
+                tasks.add(task)
+                task.add_done_callback(tasks.discard)
+            await self._drain(tasks, stop)
+        finally:
+            self._bar.close()
+            self._bar = None
+        self.stats.seconds += time.perf_counter() - t0
+        return self.stats
+
+    async def _drain(self, tasks: set[asyncio.Task[bool]], stop: Callable[[], bool]) -> None:
+        deadline: float | None = None
+        while tasks:
+            if stop() and deadline is None:
+                deadline = time.monotonic() + self.cfg.drain_s
+            if deadline is not None and time.monotonic() >= deadline:
+                for task in list(tasks):
+                    task.cancel()
+                await asyncio.gather(*tasks, return_exceptions=True)
+                return
+            await asyncio.wait(set(tasks), timeout=0.5)

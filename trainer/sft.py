@@ -1,0 +1,188 @@
+"""SFT warm-up: maximum likelihood of target answers given prompts, before RLVR (as the paper does).
+
+Each example is ``<bos> prompt target <eos>`` (the prompt tokenized exactly as the rollout service
+tokenizes it, with the tokenizer's special tokens; the target without them). The loss is the mean
+cross-entropy over target tokens only (prompt positions are masked with -100). AdamW at a constant
+learning rate after a linear warm-up, gradient clipping, shuffled mini-batches for a few epochs.
+
+The result is a directory in the layout the trainer and the rollout service read
+(``save_pretrained`` safetensors + the tokenizer), so GRPO starts from it (``model.path``) and
+the rollout serves it (``--model``). Not a general fine-tuning library: no packing, no LoRA, no
+evaluation loop.
+
+``python -m trainer.sft --model DIR --items train.jsonl --out DIR [--epochs 3 --lr 1e-3]``
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import math
+import random
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+from pydantic import BaseModel, ConfigDict, Field
+
+logger = logging.getLogger(__name__)
+
+IGNORE = -100
+
+
+class SftConfig(BaseModel):
+    """Hyper-parameters of the warm-up."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    epochs: int = Field(default=3, ge=1, le=10_000, description="passes over the examples")
+    lr: float = Field(default=1e-3, gt=0.0, le=1.0, description="peak AdamW learning rate")
+    warmup_steps: int = Field(default=20, ge=0, le=1_000_000, description="linear warm-up steps")
+    weight_decay: float = Field(default=0.0, ge=0.0, le=1.0, description="AdamW weight decay")
+    batch_size: int = Field(default=8, ge=1, le=4096, description="examples per step")
+    grad_clip: float = Field(default=1.0, gt=0.0, le=1e6, description="max global grad norm")
+    max_length: int = Field(default=1024, ge=8, le=1_000_000, description="longest example")
+    seed: int = Field(default=0, ge=0, description="shuffle and init seed")
+    torch_threads: int = Field(default=1, ge=1, le=512, description="torch intra-op threads")
+
+
+@dataclass(frozen=True)
+class Example:
+    """Token ids of one example and the labels (-100 on the prompt)."""
+
+    input_ids: list[int]
+    labels: list[int]
+
+
+@dataclass
+class SftResult:
+    """Where the model went and how the loss moved."""
+
+    path: Path
+    steps: int = 0
+    seconds: float = 0.0
+    losses: list[float] = field(default_factory=list)  # mean loss per epoch
+
+
+def encode(tokenizer: Any, prompt: str, target: str, max_length: int) -> Example:
+    """``<bos> prompt target <eos>`` with the prompt masked; ``ValueError`` if too long."""
+    p = [int(i) for i in tokenizer(prompt, add_special_tokens=True)["input_ids"]]
+    t = [int(i) for i in tokenizer(target, add_special_tokens=False)["input_ids"]]
+    t.append(int(tokenizer.eos_token_id))
+    if len(p) + len(t) > max_length:
+        raise ValueError(
+            f"example of {len(p)} prompt + {len(t)} target tokens exceeds max_length {max_length}"
+        )
+    return Example(input_ids=p + t, labels=[IGNORE] * len(p) + t)
+
+
+def collate(batch: Sequence[Example], pad_id: int) -> tuple[torch.Tensor, ...]:
+    """Right-padded ``(input_ids, attention_mask, labels)``."""
+    length = max(len(e.input_ids) for e in batch)
+    ids = torch.full((len(batch), length), pad_id, dtype=torch.long)
+    mask = torch.zeros((len(batch), length), dtype=torch.long)
+    labels = torch.full((len(batch), length), IGNORE, dtype=torch.long)
+    for i, e in enumerate(batch):
+        n = len(e.input_ids)
+        ids[i, :n] = torch.tensor(e.input_ids)
+        mask[i, :n] = 1
+        labels[i, :n] = torch.tensor(e.labels)
+    return ids, mask, labels
+
+
+def target_loss(
+    model: torch.nn.Module, ids: torch.Tensor, mask: torch.Tensor, labels: torch.Tensor
+) -> torch.Tensor:
+    """Mean cross-entropy over the target tokens (next-token shift)."""
+    logits = model(input_ids=ids, attention_mask=mask).logits[:, :-1, :].float()
+    return torch.nn.functional.cross_entropy(
+        logits.reshape(-1, logits.shape[-1]), labels[:, 1:].reshape(-1), ignore_index=IGNORE
+    )
+
+
+def _lr_at(step: int, cfg: SftConfig) -> float:
+    return cfg.lr * min(1.0, (step + 1) / cfg.warmup_steps) if cfg.warmup_steps else cfg.lr
+
+
+def run_sft(
+    model_dir: Path,
+    pairs: Sequence[tuple[str, str]],
+    out_dir: Path,
+    cfg: SftConfig,
+    on_epoch: Callable[[int, float], None] | None = None,
+) -> SftResult:
+    """Fine-tune the model in ``model_dir`` on ``(prompt, target)`` pairs; save to ``out_dir``."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    if not pairs:
+        raise ValueError("sft: no examples")
+    torch.manual_seed(cfg.seed)
+    torch.set_num_threads(cfg.torch_threads)
+    tokenizer = AutoTokenizer.from_pretrained(model_dir)
+    model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32)
+    model.train()
+    examples = [encode(tokenizer, p, t, cfg.max_length) for p, t in pairs]
+    pad = int(tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0)
+    opt = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
+    rng = random.Random(cfg.seed)
+    result = SftResult(path=out_dir)
+    t0 = time.perf_counter()
+    for epoch in range(cfg.epochs):
+        order = list(range(len(examples)))
+        rng.shuffle(order)
+        total, batches = 0.0, 0
+        for start in range(0, len(order), cfg.batch_size):
+            batch = [examples[i] for i in order[start : start + cfg.batch_size]]
+            for group in opt.param_groups:
+                group["lr"] = _lr_at(result.steps, cfg)
+            loss = target_loss(model, *collate(batch, pad))
+            opt.zero_grad(set_to_none=True)
+            loss.backward()  # type: ignore[no-untyped-call]
+            torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)
+            opt.step()
+            result.steps += 1
+            total, batches = total + float(loss.detach()), batches + 1
+        mean = total / max(batches, 1)
+        result.losses.append(mean)
+        logger.info(
+            "sft epoch %d/%d: loss %.4f (%d steps)", epoch + 1, cfg.epochs, mean, result.steps
+        )
+        if on_epoch is not None:
+            on_epoch(epoch + 1, mean)
+        if not math.isfinite(mean):
+            raise RuntimeError(f"sft: loss became {mean} in epoch {epoch + 1}")
+    result.seconds = time.perf_counter() - t0
+    out_dir.mkdir(parents=True, exist_ok=True)
+    model.save_pretrained(out_dir, safe_serialization=True)
+    tokenizer.save_pretrained(out_dir)
+    return result
+
+
+def _pairs(path: Path) -> list[tuple[str, str]]:
+    from rlvr_world.orchestrator.items import load_items
+
+    return [(item.prompt, item.target) for item in load_items(path)]
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m trainer.sft", description=__doc__)
+    p.add_argument("--model", type=Path, required=True, help="model + tokenizer directory")
+    p.add_argument("--items", type=Path, required=True, help="prompt items (JSON Lines)")
+    p.add_argument("--out", type=Path, required=True, help="output checkpoint directory")
+    p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE")
+    args = p.parse_args(argv)
+    logging.basicConfig(
+        level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
+    values = {k: json.loads(v) for k, _, v in (o.partition("=") for o in args.overrides)}
+    result = run_sft(args.model, _pairs(args.items), args.out, SftConfig(**values))
+    print(json.dumps({"path": str(result.path), "steps": result.steps, "losses": result.losses}))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
