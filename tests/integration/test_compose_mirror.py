@@ -130,3 +130,22 @@ def test_whole_topology_serves_prometheus_metrics_from_every_service(
         trainer_argv = mirror.replicas["trainer"][0].spec.argv  # type: ignore[union-attr]
         assert rollout_env["RLVR_ROLLOUT_REDIS_URL"].startswith("redis://127.0.0.1:")
         assert f"run.run_dir={run_dir}/volumes/checkpoints/trainer" in trainer_argv
+
+
+def test_container_healthcheck_command_probes_the_running_worker(rewards: ComposeMirror) -> None:
+    import subprocess
+    import sys
+
+    from rlvr_world.supervisor import pick_free_port
+
+    worker = rewards.replicas["reward"][-1]
+    assert worker.spec is not None and rewards.supervisor.alive(worker.name)
+    probe = [sys.executable, "-m", "rlvr_world.healthcheck"]
+    cases = [
+        (["grpc", worker.address(50051)], 0),
+        (["http", f"http://{worker.address(8000)}/readyz"], 0),
+        (["grpc", f"127.0.0.1:{pick_free_port()}", "--timeout-s", "0.5"], 1),
+    ]
+    for args, expected in cases:
+        done = subprocess.run([*probe, *args], capture_output=True, text=True, timeout=30)
+        assert done.returncode == expected, (args, done.stderr)
