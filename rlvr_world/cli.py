@@ -6,6 +6,7 @@ Subcommands:
   serve rollout  run the rollout service (transformers engine)
   serve decoder  run the token decoding service
   train          run the GRPO trainer fed by the Redis Stream
+  healthcheck    probe a service's gRPC health or HTTP readiness (container healthchecks)
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ _EXTERNAL_PARSERS: tuple[tuple[str, str], ...] = (
     ("services.rollout.cli", "add_serve_rollout_parser"),
     ("services.decoder.cli", "add_serve_decoder_parser"),
     ("trainer.cli", "add_train_parser"),
+    ("rlvr_world.healthcheck", "add_healthcheck_parser"),
 )
 
 

@@ -3,8 +3,8 @@
 # Build from the repository root:
 #   docker build -f deploy/docker/trainer.Dockerfile -t rlvr-world/trainer:0.1.0 .
 # TORCH_INDEX_URL: where the torch wheel comes from. The default is the PyTorch CPU index (small,
-# no CUDA libraries); pass --build-arg TORCH_INDEX_URL=https://pypi.org/simple for PyPI's CUDA
-# build, or a mirror's URL where download.pytorch.org is unreachable.
+# no CUDA libraries); pass --build-arg TORCH_INDEX_URL=<index URL> for another build
+# (PyPI's own index, the CUDA build), or a mirror's URL where download.pytorch.org is unreachable.
 ARG PYTHON_IMAGE=python:3.11-slim-bookworm
 
 FROM ${PYTHON_IMAGE} AS build
