@@ -17,10 +17,14 @@ end-of-sequence text), scores them with one ``ScoreBatch`` on the reward service
   ``latest`` is the trainer's published version (``rlvr:weights:latest``); the rollout answers
   ``FAILED_PRECONDITION`` while its weights are older, and the worker waits for the reload. With
   the stream bound (``queue max_len``) this keeps generation from running far ahead of training.
+* **Unparseable answers**: by default (``unparseable_reward = 0``) an answer the scorer could not
+  parse is pushed as an ``ok`` sample with reward 0 and metric ``unparseable = 1``, the paper's
+  GRPO reward (the ledger keeps the scorer's status); ``null`` keeps the status, and the trainer
+  then leaves such samples out.
 
 Not done here: dataset reading or sharding across workers (the caller passes requests), and
-any training. Reward statuses are kept as they are: a sample the reward service could not score
-travels with its status (the trainer leaves it out of GRPO), never as an ``ok`` zero.
+any training. Other failed scores (``error``, ``timeout``, ``invalid_input``) travel with their
+status (the trainer leaves them out of GRPO), never as an ``ok`` zero.
 """
 
 from __future__ import annotations
@@ -77,16 +81,27 @@ class OrchestratorConfig(BaseModel):
     backoff_initial_s: float = Field(default=0.2, ge=0.0, le=60.0, description="first wait")
     backoff_max_s: float = Field(default=5.0, ge=0.0, le=600.0, description="longest wait")
     push_timeout_s: float = Field(
-        default=30.0, gt=0.0, le=86_400.0, description="wait for room in the stream per attempt"
+        default=5.0, gt=0.0, le=86_400.0, description="wait for room in the stream per attempt"
+    )
+    push_attempts: int = Field(
+        default=120, ge=1, le=1_000_000, description="push tries (backpressure can last long)"
+    )
+    unparseable_reward: float | None = Field(
+        default=0.0,
+        ge=-1e6,
+        le=1e6,
+        description="training reward of an answer the scorer could not parse (the paper's 0); "
+        "null keeps status unparseable, which the trainer leaves out of GRPO",
     )
     call_timeout_s: float = Field(default=300.0, gt=0.0, le=86_400.0, description="RPC deadline")
     drain_s: float = Field(
         default=10.0, ge=0.0, le=3600.0, description="grace for in-flight prompts after stop"
     )
 
-    def backoff(self) -> Backoff:
+    def backoff(self, stage: str = "") -> Backoff:
+        attempts = self.push_attempts if stage == "push" else self.attempts
         return Backoff(
-            attempts=self.attempts, initial_s=self.backoff_initial_s, max_s=self.backoff_max_s
+            attempts=attempts, initial_s=self.backoff_initial_s, max_s=self.backoff_max_s
         )
 
     def sampling(self, request_number: int) -> Sampling:
@@ -121,11 +136,29 @@ def classify(exc: BaseException) -> tuple[str, bool] | None:
     return grpc_reason(exc)
 
 
-def to_sample(token_ids: list[int], logprobs: list[float], result: RewardResult) -> ScoredSample:
-    """A wire sample; the reward is kept only when it is finite (``None`` otherwise)."""
+def to_sample(
+    token_ids: list[int],
+    logprobs: list[float],
+    result: RewardResult,
+    unparseable_reward: float | None = None,
+) -> ScoredSample:
+    """A wire sample; the reward is kept only when it is finite (``None`` otherwise).
+
+    With ``unparseable_reward`` set, an ``unparseable`` answer becomes an ``ok`` sample with that
+    reward and the metric ``unparseable = 1`` (the paper's GRPO gives such answers reward 0, so the
+    model learns the format); the ledger keeps the original status."""
+    metrics = {k: float(v) for k, v in result.metrics.items() if math.isfinite(float(v))}
+    if result.status is Status.UNPARSEABLE and unparseable_reward is not None:
+        metrics["unparseable"] = 1.0
+        return ScoredSample(
+            token_ids=token_ids,
+            logprobs=logprobs,
+            reward=unparseable_reward,
+            status=Status.OK,
+            metrics=metrics,
+        )
     reward: float | None = result.reward if math.isfinite(result.reward) else None
     status = result.status if reward is not None or result.status is not Status.OK else Status.ERROR
-    metrics = {k: float(v) for k, v in result.metrics.items() if math.isfinite(float(v))}
     return ScoredSample(
         token_ids=token_ids, logprobs=logprobs, reward=reward, status=status, metrics=metrics
     )
@@ -165,7 +198,7 @@ class Orchestrator:
         t0 = time.perf_counter()
         try:
             return await retry_async(
-                f"{stage} {key}", call, self.cfg.backoff(), classify, on_retry=on_retry
+                f"{stage} {key}", call, self.cfg.backoff(stage), classify, on_retry=on_retry
             )
         finally:
             self.metrics.stage_seconds.labels(stage=stage).observe(time.perf_counter() - t0)
@@ -191,6 +224,7 @@ class Orchestrator:
             rows = [self._row(item, text) for text in texts]
             results = await self._stage("score", key, item, lambda: self.clients.score(rows))
             group = self._group(key, item, gen, results)
+            statuses = [r.status.value for r in results]
             entry_id = await self._stage(
                 "push",
                 key,
@@ -206,7 +240,7 @@ class Orchestrator:
         except (ValueError, RuntimeError) as exc:  # e.g. a sample the schema refuses
             self._fail(key, item, f"{type(exc).__name__}: {exc}")
             return False
-        self._pushed(key, item, group, entry_id)
+        self._pushed(key, item, group, entry_id, statuses)
         return True
 
     def _row(self, item: PromptItem, text: str) -> dict[str, Any]:
@@ -220,7 +254,7 @@ class Orchestrator:
         if len(results) != len(gen.samples):
             raise ValueError(f"{len(results)} rewards for {len(gen.samples)} samples")
         samples = [
-            to_sample(list(s.token_ids), list(s.logprobs), r)
+            to_sample(list(s.token_ids), list(s.logprobs), r, self.cfg.unparseable_reward)
             for s, r in zip(gen.samples, results, strict=True)
         ]
         return ScoredGroup(
@@ -232,8 +266,9 @@ class Orchestrator:
             samples=samples,
         )
 
-    def _pushed(self, key: str, item: PromptItem, group: ScoredGroup, entry_id: str) -> None:
-        statuses = [s.status.value for s in group.samples]
+    def _pushed(
+        self, key: str, item: PromptItem, group: ScoredGroup, entry_id: str, statuses: list[str]
+    ) -> None:
         ok = [s.reward for s in group.samples if s.ok and s.reward is not None]
         mean = sum(ok) / len(ok) if ok else None
         self.ledger.write(

@@ -1,0 +1,136 @@
+"""Configuration of ``rlvr-world run CONFIG``: one pydantic model read from YAML.
+
+Every field has a description and bounds; ``configs/pipeline/*.yaml`` are the shipped examples
+(a test parses each). The default data is the synthetic toaster-kitchen game (``kitchen``), so the
+pipeline runs on a fresh machine; ``data.records`` points at GPT-simulator transition records
+(``test.jsonl`` or ``crawl/<game>.jsonl.gz``) instead. The default model is a from-scratch tiny
+Llama with a tokenizer trained on the run's own prompts (``model.tiny``); ``model.path`` names a
+Hugging Face model directory (with its tokenizer) instead.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from rlvr_world.pipeline.tiny_model import TinyLMConfig
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class KitchenData(_Section):
+    """The synthetic game (``rlvr_world.pipeline.kitchen``)."""
+
+    slices: int = Field(default=2, ge=1, le=3, description="bread slices in the world")
+    goal: int = Field(default=1, ge=1, le=3, description="toasted slices on the plate to win")
+
+
+class DataConfig(_Section):
+    """Where the transitions come from and how they are split."""
+
+    kitchen: KitchenData = Field(default_factory=KitchenData, description="synthetic game")
+    records: Path | None = Field(
+        default=None, description="GPT-simulator records file (JSON Lines, .gz ok); unset: kitchen"
+    )
+    test_fraction: float = Field(default=0.2, gt=0.0, lt=1.0, description="held-out share")
+    max_train: int = Field(default=600, ge=1, le=10_000_000, description="most train prompts")
+    max_test: int = Field(default=30, ge=1, le=1_000_000, description="most held-out prompts")
+    seed: int = Field(default=0, ge=0, description="split and subsample seed")
+
+
+class ModelSection(_Section):
+    """The policy: a tiny model built offline, or a Hugging Face directory."""
+
+    tiny: TinyLMConfig | None = Field(
+        default_factory=TinyLMConfig, description="from-scratch model + tokenizer (default)"
+    )
+    path: Path | None = Field(default=None, description="HF model dir with its tokenizer")
+
+    @model_validator(mode="after")
+    def _one(self) -> ModelSection:
+        if self.path is not None and "tiny" not in self.model_fields_set:
+            object.__setattr__(self, "tiny", None)
+        if (self.path is None) == (self.tiny is None):
+            raise ValueError("model: set exactly one of model.tiny and model.path")
+        return self
+
+
+class SftSection(_Section):
+    """SFT warm-up before RLVR (``trainer.sft``)."""
+
+    enabled: bool = Field(default=True, description="run SFT first")
+    epochs: int = Field(default=3, ge=1, le=1000, description="passes over the train prompts")
+    lr: float = Field(default=2e-3, gt=0.0, le=1.0, description="peak learning rate")
+    batch_size: int = Field(default=8, ge=1, le=4096, description="examples per step")
+    torch_threads: int = Field(default=2, ge=1, le=512, description="threads (nothing else runs)")
+
+
+class RlSection(_Section):
+    """GRPO: the orchestrator's sampling and the trainer's steps."""
+
+    group_size: int = Field(default=4, ge=2, le=1024, description="samples per prompt (G)")
+    steps: int = Field(default=12, ge=1, le=1_000_000, description="optimizer steps")
+    groups_per_step: int = Field(default=4, ge=1, le=100_000, description="groups per step")
+    micro_batch_size: int = Field(default=8, ge=1, le=100_000, description="samples per backward")
+    lr: float = Field(default=5e-5, gt=0.0, le=1.0, description="GRPO learning rate")
+    kl_coef: float = Field(default=0.001, ge=0.0, le=100.0, description="KL loss beta")
+    max_tokens: int = Field(default=160, ge=1, le=100_000, description="new tokens per sample")
+    temperature: float = Field(default=1.0, gt=0.0, le=10.0, description="sampling temperature")
+    max_staleness: int = Field(default=2, ge=0, le=1000, description="policy versions of lag")
+    max_inflight: int = Field(default=2, ge=1, le=1000, description="prompts in flight")
+    reward_variant: Literal["strict", "paper"] = Field(default="strict", description="variant")
+    reward_type: Literal["binary", "task_specific"] = Field(
+        default="binary", description="text-game reward type"
+    )
+
+
+class EvalSection(_Section):
+    """Greedy evaluation on the held-out split, before and after GRPO."""
+
+    enabled: bool = Field(default=True, description="evaluate before and after")
+    max_tokens: int = Field(default=160, ge=1, le=100_000, description="new tokens per answer")
+
+
+class RunSection(_Section):
+    """Run directory and process settings."""
+
+    run_dir: Path = Field(default=Path("runs/kitchen"), description="everything the run writes")
+    service_start_timeout_s: float = Field(
+        default=180.0, gt=0.0, le=3600.0, description="wait for each service to be ready"
+    )
+    reward_workers: int = Field(default=1, ge=1, le=256, description="reward scoring processes")
+    trainer_idle_timeout_s: float = Field(
+        default=120.0, gt=0.0, le=86_400.0, description="trainer stops after this long idle"
+    )
+    progress: bool = Field(default=True, description="tqdm progress bars")
+
+
+class PipelineConfig(_Section):
+    """One ``rlvr-world run``."""
+
+    task: Literal["text_game"] = Field(default="text_game", description="the world-model task")
+    data: DataConfig = Field(default_factory=DataConfig, description="data")
+    model: ModelSection = Field(default_factory=ModelSection, description="policy model")
+    sft: SftSection = Field(default_factory=SftSection, description="SFT warm-up")
+    rl: RlSection = Field(default_factory=RlSection, description="GRPO")
+    eval: EvalSection = Field(default_factory=EvalSection, description="held-out evaluation")
+    run: RunSection = Field(default_factory=RunSection, description="run")
+
+
+def load_pipeline_config(path: Path, overrides: dict[str, Any] | None = None) -> PipelineConfig:
+    """Read a YAML file (``{}`` when empty), merge top-level section overrides, validate."""
+    data = yaml.safe_load(path.read_text()) or {}
+    if not isinstance(data, dict):
+        raise ValueError(f"config {path} must be a mapping at the top level")
+    for key, value in (overrides or {}).items():
+        section, _, leaf = key.partition(".")
+        node = data.setdefault(section, {})
+        if not leaf or not isinstance(node, dict):
+            raise ValueError(f"override {key!r} must look like section.field")
+        node[leaf] = value
+    return PipelineConfig.model_validate(data)
