@@ -101,6 +101,7 @@ def orchestrator_config(cfg: PipelineConfig) -> OrchestratorConfig:
         max_staleness=rl.max_staleness,
         variant=rl.reward_variant,
         reward_type=rl.reward_type,
+        drain_s=5.0,
     )
 
 

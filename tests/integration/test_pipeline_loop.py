@@ -1,0 +1,90 @@
+"""The full loop on CPU: real processes, gRPC between them, a real Redis, the transformers engine.
+
+Reward, decoder and rollout services and the trainer run as supervised processes; the orchestrator
+runs here. Mid-run the reward service is SIGKILLed and restarted on the same port: the ledger must
+show every prompt request ending pushed or failed-with-a-reason, the ones that hit the outage
+retried and pushed. After the GRPO steps the rollout service serves the trainer's newer weights.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from pathlib import Path
+
+import pytest
+import yaml
+
+from rlvr_world.orchestrator.ledger import read_ledger, summarize
+from rlvr_world.pipeline.config import load_pipeline_config
+from rlvr_world.pipeline.runner import PipelineRun, latest_version, trainer_config
+from rlvr_world.pipeline.stack import start_services, trainer_spec
+from rlvr_world.queue.server import REDIS_URL_ENV, start_embedded
+from rlvr_world.supervisor import Supervisor
+
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
+
+REPO = Path(__file__).resolve().parents[2]
+STEPS = 4
+
+
+def _count(ledger: Path, event: str) -> int:
+    return sum(1 for e in read_ledger(ledger) if e["event"] == event)
+
+
+async def _outage(sup: Supervisor, ledger: Path) -> None:
+    """Once two groups are pushed, SIGKILL the reward service, then restart it on its port."""
+    while _count(ledger, "pushed") < 2:
+        await asyncio.sleep(0.1)
+    sup.kill("reward")
+    await asyncio.sleep(1.5)
+    await asyncio.to_thread(sup.restart, "reward")
+
+
+def test_full_loop_survives_reward_restart_and_rollout_follows_weights(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv(REDIS_URL_ENV, raising=False)
+    monkeypatch.setenv("PYTHONPATH", str(REPO))
+    cfg = load_pipeline_config(
+        REPO / "configs" / "pipeline" / "smoke.yaml",
+        {"run.run_dir": str(tmp_path), "rl.steps": STEPS, "eval.enabled": False},
+    )
+    run = PipelineRun(cfg)
+    train, _, model = run.prepare()
+    redis = start_embedded(tmp_path / "redis")
+    try:
+        with Supervisor(tmp_path) as sup:
+            addrs = start_services(sup, model=model, redis_url=redis.url, max_tokens=24)
+            tpath = tmp_path / "trainer.yaml"
+            tcfg = trainer_config(cfg, model, redis.url, tmp_path / "trainer")
+            tpath.write_text(yaml.safe_dump(tcfg))
+            sup.start(trainer_spec(tpath))
+
+            async def both() -> None:
+                chaos = asyncio.create_task(_outage(sup, tmp_path / "ledger.jsonl"))
+                await run._grpo(sup, addrs, redis, train)
+                await chaos
+
+            asyncio.run(both())
+            assert sup.get("trainer").popen.wait(timeout=60) == 0
+            final = latest_version(redis)
+            served = asyncio.run(run._await_version(addrs, final, timeout_s=60))
+            assert sup.alive("rollout") and sup.alive("reward")
+    finally:
+        redis.close()
+        run.log.close()
+
+    assert final == STEPS
+    assert served == final > 0  # the rollout service reloaded the trainer's newest weights
+
+    events = read_ledger(tmp_path / "ledger.jsonl")
+    summary = summarize(events)
+    assert summary.complete, f"unfinished requests: {summary.unfinished}"
+    assert all(r.startswith("cancelled") for r in summary.failed.values()), summary.failed
+    score_retried = {e["key"] for e in events if e["event"] == "retry" and e["stage"] == "score"}
+    assert score_retried, "the reward outage did not hit any request"
+    assert score_retried <= set(summary.pushed), "a request that hit the outage was not pushed"
+    versions = {e["policy_version"] for e in events if e["event"] == "pushed"}
+    assert max(versions) > 0  # groups sampled by newer weights reached the queue
+    assert os.path.exists(tmp_path / "trainer" / "train_log.jsonl")
