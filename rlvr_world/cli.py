@@ -1,6 +1,7 @@
 """``rlvr-world`` command line. Thin: parse arguments, import the heavy module lazily, run.
 
 Subcommands:
+  run            the whole pipeline on one machine: services, SFT, GRPO, evaluation, report
   reward score   score a JSON Lines file of verl-style requests, in process or through a server
   serve reward   run the reward service (gRPC + HTTP gateway)
   serve rollout  run the rollout service (transformers engine)
@@ -30,6 +31,7 @@ _EXTERNAL_PARSERS: tuple[tuple[str, str], ...] = (
     ("services.decoder.cli", "add_serve_decoder_parser"),
     ("trainer.cli", "add_train_parser"),
     ("rlvr_world.healthcheck", "add_healthcheck_parser"),
+    ("rlvr_world.pipeline.cli", "add_run_parser"),
 )
 
 

@@ -92,6 +92,13 @@ class GrpoConfig(_Section):
     )
     loss_agg_mode: str = Field(default="token-mean", description=f"one of {AGG_MODES}")
     norm_adv_by_std: bool = Field(default=True, description="divide advantages by the group std")
+    unparseable_reward: float | None = Field(
+        default=0.0,
+        ge=-1e6,
+        le=1e6,
+        description="reward an unparseable answer trains with (the paper's 0: format failures "
+        "are signal); null leaves such samples out like every other non-ok status",
+    )
     epsilon: float = Field(default=1e-6, gt=0.0, le=1.0, description="std epsilon")
 
     @model_validator(mode="after")

@@ -173,7 +173,12 @@ class Trainer:
 
     def step(self, groups: list[ScoredGroup]) -> StepStats | None:
         g = self.cfg.grpo
-        prepared = prepare_groups(groups, epsilon=g.epsilon, norm_adv_by_std=g.norm_adv_by_std)
+        prepared = prepare_groups(
+            groups,
+            epsilon=g.epsilon,
+            norm_adv_by_std=g.norm_adv_by_std,
+            unparseable_reward=g.unparseable_reward,
+        )
         for group in groups:
             self.seen.add(group.group_id)
             if group.group_id in prepared.dropped:

@@ -1,6 +1,10 @@
 """Scored groups -> per-sample GRPO advantages, with the validity rules of the trainer.
 
-Samples whose status is not ``ok`` are excluded from the group statistics and from the loss.
+Samples whose status is not ``ok`` are excluded from the group statistics and from the loss, except
+``unparseable`` answers when ``unparseable_reward`` is set: those enter with that reward (the
+paper's GRPO gives an answer its reward function cannot read a 0, and format failures of a fresh
+model are exactly what RL has to fix). Statuses stay honest on the wire; the choice is the
+trainer's.
 A group left with fewer than two valid samples is dropped (reason ``too_few_valid``): its
 advantage would be 0 (all-equal) or the raw reward (singleton rule), neither a useful signal.
 Rewards reaching the advantage are finite by the schema's validation, so no NaN reaches the loss.
@@ -14,7 +18,8 @@ from dataclasses import dataclass, field
 import torch
 
 from rlvr_world.grpo.advantage import group_normalized_scores
-from rlvr_world.queue.schema import ScoredGroup
+from rlvr_world.queue.schema import ScoredGroup, ScoredSample
+from rlvr_world.rewards.types import Status
 
 MIN_VALID_SAMPLES = 2
 
@@ -43,27 +48,37 @@ class PreparedBatch:
         return sorted({s.group_id for s in self.samples})
 
 
+def training_reward(sample: ScoredSample, unparseable_reward: float | None) -> float | None:
+    """The reward a sample trains with, or None when it is left out."""
+    if sample.ok:
+        return float(sample.reward)  # type: ignore[arg-type]
+    if sample.status is Status.UNPARSEABLE and unparseable_reward is not None:
+        return unparseable_reward
+    return None
+
+
 def prepare_groups(
     groups: Sequence[ScoredGroup],
     *,
     epsilon: float = 1e-6,
     norm_adv_by_std: bool = True,
+    unparseable_reward: float | None = None,
 ) -> PreparedBatch:
     """Compute advantages over the valid samples of each group; drop groups with < 2 valid."""
     kept: list[tuple[ScoredGroup, int]] = []
+    rewards: list[float] = []
     dropped: dict[str, str] = {}
     for group in groups:
-        valid = [i for i, s in enumerate(group.samples) if s.ok]
+        trained = [training_reward(s, unparseable_reward) for s in group.samples]
+        valid = [i for i, r in enumerate(trained) if r is not None]
         if len(valid) < MIN_VALID_SAMPLES:
             dropped[group.group_id] = "too_few_valid"
             continue
         kept.extend((group, i) for i in valid)
+        rewards.extend(trained[i] for i in valid)  # type: ignore[misc]
     if not kept:
         return PreparedBatch([], dropped)
-    scores = torch.tensor(
-        [float(g.samples[i].reward) for g, i in kept],  # type: ignore[arg-type]
-        dtype=torch.float64,
-    )
+    scores = torch.tensor(rewards, dtype=torch.float64)
     adv = group_normalized_scores(
         scores,
         [g.group_id for g, _ in kept],

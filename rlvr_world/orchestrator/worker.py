@@ -17,10 +17,9 @@ end-of-sequence text), scores them with one ``ScoreBatch`` on the reward service
   ``latest`` is the trainer's published version (``rlvr:weights:latest``); the rollout answers
   ``FAILED_PRECONDITION`` while its weights are older, and the worker waits for the reload. With
   the stream bound (``queue max_len``) this keeps generation from running far ahead of training.
-* **Unparseable answers**: by default (``unparseable_reward = 0``) an answer the scorer could not
-  parse is pushed as an ``ok`` sample with reward 0 and metric ``unparseable = 1``, the paper's
-  GRPO reward (the ledger keeps the scorer's status); ``null`` keeps the status, and the trainer
-  then leaves such samples out.
+* **Statuses travel as scored**: an answer the scorer could not parse is pushed with status
+  ``unparseable``; whether it trains with reward 0 (the paper) is the trainer's
+  ``grpo.unparseable_reward``.
 
 Not done here: dataset reading or sharding across workers (the caller passes requests), and
 any training. Other failed scores (``error``, ``timeout``, ``invalid_input``) travel with their
@@ -86,13 +85,6 @@ class OrchestratorConfig(BaseModel):
     push_attempts: int = Field(
         default=120, ge=1, le=1_000_000, description="push tries (backpressure can last long)"
     )
-    unparseable_reward: float | None = Field(
-        default=0.0,
-        ge=-1e6,
-        le=1e6,
-        description="training reward of an answer the scorer could not parse (the paper's 0); "
-        "null keeps status unparseable, which the trainer leaves out of GRPO",
-    )
     call_timeout_s: float = Field(default=300.0, gt=0.0, le=86_400.0, description="RPC deadline")
     drain_s: float = Field(
         default=10.0, ge=0.0, le=3600.0, description="grace for in-flight prompts after stop"
@@ -140,23 +132,9 @@ def to_sample(
     token_ids: list[int],
     logprobs: list[float],
     result: RewardResult,
-    unparseable_reward: float | None = None,
 ) -> ScoredSample:
-    """A wire sample; the reward is kept only when it is finite (``None`` otherwise).
-
-    With ``unparseable_reward`` set, an ``unparseable`` answer becomes an ``ok`` sample with that
-    reward and the metric ``unparseable = 1`` (the paper's GRPO gives such answers reward 0, so the
-    model learns the format); the ledger keeps the original status."""
+    """A wire sample with the scorer's status; the reward is kept only when it is finite."""
     metrics = {k: float(v) for k, v in result.metrics.items() if math.isfinite(float(v))}
-    if result.status is Status.UNPARSEABLE and unparseable_reward is not None:
-        metrics["unparseable"] = 1.0
-        return ScoredSample(
-            token_ids=token_ids,
-            logprobs=logprobs,
-            reward=unparseable_reward,
-            status=Status.OK,
-            metrics=metrics,
-        )
     reward: float | None = result.reward if math.isfinite(result.reward) else None
     status = result.status if reward is not None or result.status is not Status.OK else Status.ERROR
     return ScoredSample(
@@ -254,7 +232,7 @@ class Orchestrator:
         if len(results) != len(gen.samples):
             raise ValueError(f"{len(results)} rewards for {len(gen.samples)} samples")
         samples = [
-            to_sample(list(s.token_ids), list(s.logprobs), r, self.cfg.unparseable_reward)
+            to_sample(list(s.token_ids), list(s.logprobs), r)
             for s, r in zip(gen.samples, results, strict=True)
         ]
         return ScoredGroup(

@@ -85,6 +85,22 @@ def test_prepare_groups_drops_failed_samples_and_small_groups() -> None:
     assert all(math.isfinite(s.advantage) for s in batch.samples)
 
 
+def test_unparseable_answers_train_with_the_configured_reward_only() -> None:
+    """The paper's GRPO gives an answer its reward cannot read a 0; with unparseable_reward=None
+    (the strict choice) such samples are left out like errors. Errors never train."""
+    group = _group(
+        "g",
+        [_sample(1.0), _sample(0.0, Status.UNPARSEABLE), _sample(None, Status.ERROR)],
+    )
+    paper = prepare_groups([group], unparseable_reward=0.0)
+    assert [s.reward for s in paper.samples] == [1.0, 0.0]
+    assert paper.samples[0].advantage > 0 > paper.samples[1].advantage
+    strict = prepare_groups([group], unparseable_reward=None)
+    assert strict.samples == [] and strict.dropped == {"g": "too_few_valid"}
+    shifted = prepare_groups([group], unparseable_reward=-0.5)
+    assert [s.reward for s in shifted.samples] == [1.0, -0.5]
+
+
 def test_dual_clip_caps_negative_advantage_loss() -> None:
     # ratio = e^2 = 7.39 > c = 3, A = -1: PPO-clip gives max(7.39, 1.2) = 7.39; dual-clip caps at 3.
     old, new, adv, mask = _t([[0.0]]), _t([[2.0]]), _t([[-1.0]]), _t([[1.0]])

@@ -141,18 +141,16 @@ def test_ledger_summary_final_states(tmp_path: Path) -> None:
     assert not summary.complete
 
 
-def test_to_sample_maps_unparseable_to_configured_reward() -> None:
+def test_to_sample_keeps_unparseable_status() -> None:
+    """Never an ok zero on the wire: the trainer decides what an unparseable answer trains with."""
     bad = RewardResult(reward=0.0, status=Status.UNPARSEABLE, metrics={}, message="no json")
-    sample = to_sample([5, 1], [-0.5, -0.1], bad, unparseable_reward=0.0)
-    assert sample.ok and sample.reward == 0.0
-    assert sample.metrics["unparseable"] == 1.0
-    kept = to_sample([5, 1], [-0.5, -0.1], bad, unparseable_reward=None)
+    kept = to_sample([5, 1], [-0.5, -0.1], bad)
     assert kept.status is Status.UNPARSEABLE and not kept.ok
 
 
 def test_to_sample_keeps_errors_as_errors() -> None:
     err = RewardResult(reward=0.0, status=Status.ERROR, metrics={}, message="crash")
-    sample = to_sample([3], [-1.0], err, unparseable_reward=0.0)
+    sample = to_sample([3], [-1.0], err)
     assert sample.status is Status.ERROR and not sample.ok
     good = RewardResult(reward=1.0, status=Status.OK, metrics={"item_accuracy": 1.0})
     assert to_sample([3], [-1.0], good).reward == 1.0
