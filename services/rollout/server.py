@@ -35,9 +35,21 @@ def build_engine(settings: RolloutSettings) -> GenerationEngine:
     """The engine named by ``settings.engine``, with its model loaded."""
     import torch
 
+    torch.set_num_threads(settings.torch_threads)
+    if settings.engine == "vllm":
+        from services.rollout.vllm_engine import VllmEngine
+
+        return VllmEngine(
+            settings.model,
+            settings.tokenizer,
+            dtype=settings.dtype,
+            version=settings.initial_version,
+            max_prompt_tokens=settings.max_prompt_tokens,
+            max_model_len=settings.max_model_len,
+            kv_cache_gib=settings.kv_cache_gib,
+        )
     from services.rollout.transformers_engine import TransformersEngine
 
-    torch.set_num_threads(settings.torch_threads)
     return TransformersEngine(
         settings.model,
         settings.tokenizer,

