@@ -1,0 +1,307 @@
+"""End-to-end GRPO samples/s: our pipeline (``rlvr-world run``) against TRL's ``GRPOTrainer``.
+
+Both sides start from the same weights and train on the same prompts with the same settings:
+
+* **Setup (not timed)**: ``configs/pipeline/kitchen_tiny.yaml`` (the README's main run) with the
+  flags below; the pipeline's own ``prepare()`` builds the kitchen prompt items, the from-scratch
+  tiny Llama and its tokenizer, and a short SFT warm-up (``--sft-epochs``, so the policy emits
+  answers of realistic length that sometimes score 1). That SFT directory is the start for both.
+* **Ours**: ``PipelineRun.run_async`` (the exact code path of ``rlvr-world run``) with the
+  held-out evaluations off: embedded Redis, reward / decoder / rollout services and the trainer
+  as separate processes, the orchestrator in this process. Rollout (per prompt, G samples with a
+  KV cache), decoding, scoring and training overlap; the trainer checkpoints every step and the
+  rollout service reloads each version (samples may lag by ``max_staleness`` versions; stale
+  groups are dropped by the trainer and their samples are not counted).
+* **TRL**: ``trl.GRPOTrainer`` in this process, model given by path, ``use_vllm=False``, CPU,
+  generation by ``model.generate`` on all P x G rows at once, then reward, then the step. The
+  reward function scores in process with ``rlvr_world.rewards.dispatch.score_mapping`` (no service
+  round trip: the cheaper, fairer baseline). GRPOConfig: ``num_generations=G``,
+  ``per_device_train_batch_size=P*G`` (one generation batch per optimizer step, no gradient
+  accumulation), ``max_completion_length``, temperature, beta 0.001 (k3 KL like ours),
+  ``loss_type="bnpo"`` (token mean = ours), epsilon 0.2, constant lr, weight decay 0.01, grad
+  clip 1.0, bf16 off, no logging, no saving, dataset not shuffled (the order ours draws).
+
+Both use the strict text-game reward, ``binary`` (exact state diff); an unparseable answer is 0.
+Timing: each side runs ``warmup + steps`` optimizer steps; wall-clock times of every step's end
+come from the trainer's ``train_log.jsonl`` (ours) and a ``TrainerCallback`` (TRL). *Steady*:
+``steps`` x P x G samples over the time from the end of the warm-up steps to the end of the last
+step. *Total*: all trained samples over the time from the start (services and trainer start-up
+for ours; ``import trl`` + trainer construction for TRL) to the end of the last step.
+
+    python bench/pipeline.py [--steps 4] [--warmup 1] [--group-size 4] [--prompts-per-step 4]
+                             [--max-tokens 96] [--trl-threads 1] [--keep DIR]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import itertools
+import json
+import logging
+import statistics
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from rlvr_world.orchestrator.items import PromptItem
+from rlvr_world.pipeline.config import PipelineConfig, load_pipeline_config
+from rlvr_world.pipeline.runner import PipelineRun, requests_forever
+
+BASE_CONFIG = Path(__file__).resolve().parent.parent / "configs" / "pipeline" / "kitchen_tiny.yaml"
+VARIANT, REWARD_TYPE = "strict", "binary"
+
+
+@dataclass
+class Side:
+    """What one side did: the wall-clock end of each step and per-step numbers."""
+
+    name: str
+    start: float
+    step_ends: list[float]
+    rewards: list[float] = field(default_factory=list)
+    tokens: list[int] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class Prepared:
+    train: list[PromptItem]
+    test: list[PromptItem]
+    model: Path
+
+
+def pipeline_config(args: argparse.Namespace, run_dir: Path) -> PipelineConfig:
+    """``kitchen_tiny.yaml`` with this bench's sizes; evaluations off."""
+    p, g = args.prompts_per_step, args.group_size
+    return load_pipeline_config(
+        BASE_CONFIG,
+        {
+            "rl.group_size": g,
+            "rl.groups_per_step": p,
+            "rl.steps": args.warmup + args.steps,
+            "rl.micro_batch_size": p * g,  # one backward per step, as TRL's batch
+            "rl.max_tokens": args.max_tokens,
+            "rl.reward_variant": VARIANT,
+            "rl.reward_type": REWARD_TYPE,
+            "sft.epochs": args.sft_epochs,
+            "data.max_train": args.train_prompts,
+            "eval.enabled": False,
+            "run.run_dir": str(run_dir),
+            "run.progress": False,
+        },
+    )
+
+
+def prepare(cfg: PipelineConfig) -> Prepared:
+    """Items, tiny model and SFT through the pipeline's own ``prepare`` (not timed)."""
+    run = PipelineRun(cfg, "bench-prepare")
+    train, test, model = run.prepare()
+    run.log.close()
+    return Prepared(train, test, model)
+
+
+class _PreparedRun(PipelineRun):
+    """``rlvr-world run`` reusing the prepared items and SFT weights (the rest is unchanged)."""
+
+    def __init__(self, cfg: PipelineConfig, prepared: Prepared) -> None:
+        super().__init__(cfg, "bench")
+        self._prepared = prepared
+
+    def prepare(self) -> tuple[list[PromptItem], list[PromptItem], Path]:
+        p = self._prepared
+        return p.train, p.test, p.model
+
+
+def read_jsonl(path: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def run_ours(cfg: PipelineConfig, prepared: Prepared) -> Side:
+    start = time.time()
+    summary = asyncio.run(_PreparedRun(cfg, prepared).run_async())
+    run_dir = cfg.run.run_dir
+    steps = [e for e in read_jsonl(run_dir / "trainer" / "train_log.jsonl") if e["event"] == "step"]
+    drops = [e for e in read_jsonl(run_dir / "trainer" / "train_log.jsonl") if e["event"] == "drop"]
+    ledger = read_jsonl(run_dir / "ledger.jsonl")
+    first_push = min(e["time"] for e in ledger if e["event"] == "pushed")
+    side = Side(
+        "ours (rlvr-world run)",
+        start,
+        [float(e["time"]) for e in steps],
+        rewards=[float(e["reward_mean"]) for e in steps],
+        tokens=[int(e["tokens"]) for e in steps],
+    )
+    side.notes.append(
+        f"ours: {summary['pushed']} groups generated+scored+pushed, {summary['failed']} failed, "
+        f"{len(drops)} dropped by the trainer ({', '.join(sorted({d['reason'] for d in drops}))}"
+        f"), process wall incl. shutdown {time.time() - start:.1f} s; first group pushed "
+        f"{first_push - start:.1f} s after start"
+    )
+    return side
+
+
+def _dataset_rows(train: list[PromptItem], seed: int, count: int) -> list[PromptItem]:
+    """The first ``count`` requests in the order ours draws them."""
+    return [item for _, item in itertools.islice(requests_forever(train, seed), count)]
+
+
+def run_trl(cfg: PipelineConfig, prepared: Prepared, threads: int, out: Path) -> Side:
+    torch.set_num_threads(threads)
+    rl = cfg.rl
+    total_steps = rl.steps
+    start = time.time()
+    from datasets import Dataset  # type: ignore[import-untyped]
+    from transformers import AutoTokenizer, TrainerCallback
+    from trl import GRPOConfig, GRPOTrainer  # type: ignore[attr-defined]
+
+    from rlvr_world.rewards.dispatch import score_mapping
+    from rlvr_world.rewards.types import Status
+
+    rows = _dataset_rows(prepared.train, cfg.data.seed, rl.groups_per_step * total_steps)
+    by_id = {item.prompt_id: item for item in prepared.train}
+    side = Side(f"TRL GRPOTrainer ({threads} thread)", start, [])
+    batch_rewards: list[float] = []
+    batch_tokens: list[int] = []
+
+    def reward(
+        completions: list[str], prompt_id: list[str], completion_ids: list[list[int]], **_: Any
+    ) -> list[float | None]:
+        out_: list[float | None] = []
+        for text, pid in zip(completions, prompt_id, strict=True):
+            row = by_id[pid].reward_row(text)
+            row["variant"], row["reward_type"] = VARIANT, REWARD_TYPE
+            result = score_mapping(row)
+            if result.status is Status.OK:
+                out_.append(result.reward)
+            elif result.status is Status.UNPARSEABLE:
+                out_.append(0.0)  # ours: grpo.unparseable_reward = 0
+            else:
+                out_.append(None)
+        batch_rewards.append(statistics.fmean(r or 0.0 for r in out_))
+        batch_tokens.append(sum(len(c) for c in completion_ids))
+        return out_
+
+    class Timer(TrainerCallback):
+        def on_step_end(self, *_: Any, **__: Any) -> None:
+            side.step_ends.append(time.time())
+
+    targs = GRPOConfig(
+        output_dir=str(out),
+        per_device_train_batch_size=rl.groups_per_step * rl.group_size,
+        gradient_accumulation_steps=1,
+        num_generations=rl.group_size,
+        max_completion_length=rl.max_tokens,
+        temperature=rl.temperature,
+        top_p=1.0,
+        top_k=0,
+        beta=rl.kl_coef,
+        loss_type="bnpo",
+        epsilon=0.2,
+        learning_rate=rl.lr,
+        lr_scheduler_type="constant",
+        weight_decay=0.01,
+        max_grad_norm=1.0,
+        max_steps=total_steps,
+        num_iterations=1,
+        use_vllm=False,
+        use_cpu=True,
+        bf16=False,
+        report_to="none",
+        logging_strategy="no",
+        save_strategy="no",
+        disable_tqdm=True,
+        shuffle_dataset=False,
+        dataloader_num_workers=0,
+        seed=cfg.data.seed,
+    )
+    trainer = GRPOTrainer(
+        model=str(prepared.model),
+        reward_funcs=[reward],
+        args=targs,
+        train_dataset=Dataset.from_dict(
+            {"prompt": [i.prompt for i in rows], "prompt_id": [i.prompt_id for i in rows]}
+        ),
+        processing_class=AutoTokenizer.from_pretrained(str(prepared.model)),
+        callbacks=[Timer()],
+    )
+    trainer.train()
+    side.rewards, side.tokens = batch_rewards, batch_tokens
+    return side
+
+
+def rates(side: Side, warmup: int, samples_per_step: int) -> tuple[float, float, float, float]:
+    """``(steady_s, steady_samples_per_s, total_s, total_samples_per_s)``."""
+    ends = side.step_ends
+    steady = ends[-1] - ends[warmup - 1] if warmup > 0 else ends[-1] - side.start
+    total = ends[-1] - side.start
+    n_steady = (len(ends) - warmup) * samples_per_step
+    return steady, n_steady / steady, total, len(ends) * samples_per_step / total
+
+
+def report(sides: list[Side], args: argparse.Namespace) -> None:
+    per_step = args.prompts_per_step * args.group_size
+    print(
+        f"kitchen_tiny model, {args.prompts_per_step} prompts x G={args.group_size} per step, "
+        f"max {args.max_tokens} new tokens, temperature 1, strict binary reward, "
+        f"{args.warmup} warm-up + {args.steps} timed steps, torch on CPU"
+    )
+    header = (
+        f"{'side':<28} {'steps':>5} {'tok/sample':>10} {'reward':>7} "
+        f"{'steady s':>9} {'steady sam/s':>13} {'total s':>8} {'total sam/s':>12}"
+    )
+    print(header)
+    results = []
+    for s in sides:
+        if len(s.step_ends) != args.warmup + args.steps:
+            raise RuntimeError(f"{s.name}: {len(s.step_ends)} steps, wanted more")
+        r = rates(s, args.warmup, per_step)
+        results.append(r)
+        tok = sum(s.tokens) / max(1, len(s.tokens) * per_step)
+        rew = statistics.fmean(s.rewards) if s.rewards else float("nan")
+        print(
+            f"{s.name:<28} {len(s.step_ends):>5} {tok:>10.1f} {rew:>7.3f} "
+            f"{r[0]:>9.1f} {r[1]:>13.2f} {r[2]:>8.1f} {r[3]:>12.2f}"
+        )
+    ours = results[0]
+    for s, r in zip(sides[1:], results[1:], strict=True):
+        print(f"ratio ours / {s.name}: steady {ours[1] / r[1]:.2f}x, total {ours[3] / r[3]:.2f}x")
+    for s in sides:
+        for note in s.notes:
+            print(note)
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    p.add_argument("--steps", type=int, default=4, help="timed optimizer steps")
+    p.add_argument("--warmup", type=int, default=1, help="untimed steps first (steady rate)")
+    p.add_argument("--group-size", type=int, default=4, help="samples per prompt (G)")
+    p.add_argument("--prompts-per-step", type=int, default=4, help="prompts per optimizer step")
+    p.add_argument("--max-tokens", type=int, default=96, help="max new tokens per sample")
+    p.add_argument("--sft-epochs", type=int, default=1, help="SFT warm-up epochs (setup)")
+    p.add_argument("--train-prompts", type=int, default=160, help="train prompts (SFT + RL)")
+    p.add_argument(
+        "--trl-threads", type=int, nargs="+", default=[1], help="torch threads for TRL runs"
+    )
+    p.add_argument("--keep", type=Path, default=None, help="keep run dirs here (default: temp)")
+    args = p.parse_args()
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    with tempfile.TemporaryDirectory() as tmp:
+        root = args.keep or Path(tmp)
+        t0 = time.perf_counter()
+        prepared = prepare(pipeline_config(args, root / "prepare"))
+        print(f"setup (items, tiny model, SFT): {time.perf_counter() - t0:.1f} s")
+        sides = [run_ours(pipeline_config(args, root / "ours"), prepared)]
+        for threads in args.trl_threads:
+            cfg = pipeline_config(args, root / f"trl{threads}")
+            sides.append(run_trl(cfg, prepared, threads, root / f"trl{threads}"))
+        report(sides, args)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
