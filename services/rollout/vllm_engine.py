@@ -110,7 +110,13 @@ class VllmEngine:
         enforce_eager: bool | None = None,
     ) -> None:
         os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
-        vllm: Any = importlib.import_module("vllm")
+        try:
+            vllm: Any = importlib.import_module("vllm")
+        except ImportError as exc:
+            raise RuntimeError(
+                f"engine vllm: vLLM does not import in this environment ({exc}); on CPU run "
+                "scripts/setup_vllm_cpu.sh and start the service with .venv-vllm/bin/python"
+            ) from exc
         current_platform: Any = importlib.import_module("vllm.platforms").current_platform
         self._validation_error: type[Exception] = importlib.import_module(
             "vllm.exceptions"

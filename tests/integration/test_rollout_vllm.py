@@ -35,6 +35,7 @@ TOL = 1e-4
 PROMPT = [0, 40, 41, 42, 43]
 
 
+@pytest.fixture(scope="module")
 def vllm_python() -> Path:
     """The vLLM environment's interpreter ($RLVR_VLLM_PYTHON or .venv-vllm), or skip."""
     given = os.environ.get("RLVR_VLLM_PYTHON")
@@ -89,10 +90,12 @@ def reference(model_dir: Path) -> Any:
 
 
 @pytest.fixture(scope="module")
-def address(model_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    python = vllm_python()
+def address(
+    vllm_python: Path, model_dir: Path, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[str]:
     port = pick_free_port()
-    argv = [str(python), "-m", "services.rollout", "--engine", "vllm", "--model", str(model_dir)]
+    argv = [str(vllm_python), "-m", "services.rollout", "--engine", "vllm"]
+    argv += ["--model", str(model_dir)]
     argv += ["--grpc-port", str(port), "--max-n", str(MAX_N), "--max-tokens", "64"]
     argv += ["--kv-cache-gib", "0.125", "--torch-threads", "1"]
     env = {"OMP_NUM_THREADS": "1", "VLLM_CPU_OMP_THREADS_BIND": "nobind", "PYTHONPATH": str(ROOT)}
@@ -178,6 +181,24 @@ def test_ignore_eos_and_max_tokens_set_the_lengths(
     stopped = [s for s in free.samples if s.finish_reason == "stop"]
     assert stopped and all(s.token_ids[-1] == 1 for s in stopped)
     assert all(len(s.token_ids) < 24 for s in stopped)
+
+
+def test_stop_strings_end_samples_and_are_cut_from_text(
+    stub: rollout_pb2_grpc.RolloutServiceStub, model_dir: Path
+) -> None:
+    from transformers import AutoTokenizer
+
+    tokenizer: Any = AutoTokenizer.from_pretrained(model_dir)
+    resp = stub.Generate(request(n=8, max_tokens=40, seed=5, ignore_eos=True, stop=["e", "o"]))
+    stopped = [s for s in resp.samples if s.finish_reason == "stop"]
+    assert stopped
+    for sample in resp.samples:
+        assert "e" not in sample.text and "o" not in sample.text
+    for sample in stopped:
+        full = tokenizer.decode(list(sample.token_ids), skip_special_tokens=True)
+        assert full.startswith(sample.text) and full[len(sample.text)] in "eo"
+        shorter = tokenizer.decode(list(sample.token_ids[:-1]), skip_special_tokens=True)
+        assert "e" not in shorter and "o" not in shorter  # stopped at the first hit
 
 
 @pytest.mark.parametrize(
