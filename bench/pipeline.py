@@ -23,10 +23,15 @@ Both sides start from the same weights and train on the same prompts with the sa
 
 Both use the strict text-game reward, ``binary`` (exact state diff); an unparseable answer is 0.
 Timing: each side runs ``warmup + steps`` optimizer steps; wall-clock times of every step's end
-come from the trainer's ``train_log.jsonl`` (ours) and a ``TrainerCallback`` (TRL). *Steady*:
-``steps`` x P x G samples over the time from the end of the warm-up steps to the end of the last
-step. *Total*: all trained samples over the time from the start (services and trainer start-up
-for ours; ``import trl`` + trainer construction for TRL) to the end of the last step.
+come from the trainer's ``train_log.jsonl`` (ours) and a ``TrainerCallback`` (TRL). Samples are
+trained samples (P x G per step); ours generates a few more groups that are not counted (in
+flight at the end, or dropped as stale). Three windows, each ending at the last step's end:
+
+* *steady*: the ``steps`` timed steps, from the end of the warm-up steps;
+* *loop*: every step, from the first rollout request (ours: the ledger's first ``start``; TRL:
+  the first ``on_step_begin``, before its first generation), start-up excluded;
+* *total*: every step, from before any start-up (ours: Redis, reward / decoder / rollout
+  services, trainer process; TRL: ``import trl``, model + reference load, trainer construction).
 
     python bench/pipeline.py [--steps 4] [--warmup 1] [--group-size 4] [--prompts-per-step 4]
                              [--max-tokens 96] [--trl-threads 1] [--keep DIR]
@@ -39,6 +44,7 @@ import asyncio
 import itertools
 import json
 import logging
+import shutil
 import statistics
 import tempfile
 import time
@@ -48,7 +54,7 @@ from typing import Any
 
 import torch
 
-from rlvr_world.orchestrator.items import PromptItem
+from rlvr_world.orchestrator.items import PromptItem, load_items
 from rlvr_world.pipeline.config import PipelineConfig, load_pipeline_config
 from rlvr_world.pipeline.runner import PipelineRun, requests_forever
 
@@ -61,8 +67,9 @@ class Side:
     """What one side did: the wall-clock end of each step and per-step numbers."""
 
     name: str
-    start: float
+    start: float  # before any start-up
     step_ends: list[float]
+    loop_start: float = 0.0  # the first rollout request (after start-up)
     rewards: list[float] = field(default_factory=list)
     tokens: list[int] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
@@ -97,8 +104,15 @@ def pipeline_config(args: argparse.Namespace, run_dir: Path) -> PipelineConfig:
     )
 
 
-def prepare(cfg: PipelineConfig) -> Prepared:
-    """Items, tiny model and SFT through the pipeline's own ``prepare`` (not timed)."""
+def prepare(cfg: PipelineConfig, reuse: bool) -> Prepared:
+    """Items, tiny model and SFT through the pipeline's own ``prepare`` (not timed).
+
+    ``reuse``: take the items and SFT weights an earlier run left in the same directory."""
+    run_dir = cfg.run.run_dir
+    sft = run_dir / "model" / "sft"
+    if reuse and (sft / "config.json").exists():
+        data = run_dir / "data"
+        return Prepared(load_items(data / "train.jsonl"), load_items(data / "test.jsonl"), sft)
     run = PipelineRun(cfg, "bench-prepare")
     train, test, model = run.prepare()
     run.log.close()
@@ -133,15 +147,22 @@ def run_ours(cfg: PipelineConfig, prepared: Prepared) -> Side:
         "ours (rlvr-world run)",
         start,
         [float(e["time"]) for e in steps],
+        loop_start=min(float(e["time"]) for e in ledger if e["event"] == "start"),
         rewards=[float(e["reward_mean"]) for e in steps],
         tokens=[int(e["tokens"]) for e in steps],
     )
-    side.notes.append(
-        f"ours: {summary['pushed']} groups generated+scored+pushed, {summary['failed']} failed, "
-        f"{len(drops)} dropped by the trainer ({', '.join(sorted({d['reason'] for d in drops}))}"
-        f"), process wall incl. shutdown {time.time() - start:.1f} s; first group pushed "
-        f"{first_push - start:.1f} s after start"
-    )
+    compute = statistics.fmean(float(e["seconds"]) for e in steps)
+    reasons = ", ".join(sorted({d["reason"] for d in drops})) or "-"
+    versions = [e["policy_version"] for e in ledger if e["event"] == "pushed"]
+    side.notes += [
+        f"ours: {summary['pushed']} groups generated, scored and pushed ({summary['failed']} "
+        f"failed: the ones in flight when the trainer stopped), {len(drops)} dropped by the "
+        f"trainer ({reasons}); pushed groups' policy versions {versions}",
+        f"ours: start-up (Redis, 3 services, trainer) {side.loop_start - start:.1f} s, first "
+        f"group pushed {first_push - side.loop_start:.2f} s after the first request; trainer "
+        f"step compute {compute:.2f} s/step on average, process wall incl. shutdown "
+        f"{time.time() - start:.1f} s",
+    ]
     return side
 
 
@@ -156,7 +177,7 @@ def run_trl(cfg: PipelineConfig, prepared: Prepared, threads: int, out: Path) ->
     total_steps = rl.steps
     start = time.time()
     from datasets import Dataset  # type: ignore[import-untyped]
-    from transformers import AutoTokenizer, TrainerCallback
+    from transformers import AutoTokenizer, PrinterCallback, TrainerCallback
     from trl import GRPOConfig, GRPOTrainer  # type: ignore[attr-defined]
 
     from rlvr_world.rewards.dispatch import score_mapping
@@ -187,6 +208,9 @@ def run_trl(cfg: PipelineConfig, prepared: Prepared, threads: int, out: Path) ->
         return out_
 
     class Timer(TrainerCallback):
+        def on_step_begin(self, *_: Any, **__: Any) -> None:
+            side.loop_start = side.loop_start or time.time()
+
         def on_step_end(self, *_: Any, **__: Any) -> None:
             side.step_ends.append(time.time())
 
@@ -229,55 +253,75 @@ def run_trl(cfg: PipelineConfig, prepared: Prepared, threads: int, out: Path) ->
         processing_class=AutoTokenizer.from_pretrained(str(prepared.model)),
         callbacks=[Timer()],
     )
+    trainer.remove_callback(PrinterCallback)  # its end-of-training metrics dict
     trainer.train()
+    torch.set_num_threads(1)
     side.rewards, side.tokens = batch_rewards, batch_tokens
+    side.notes.append(
+        f"{side.name}: start-up (import trl, load model + reference, build trainer) "
+        f"{side.loop_start - start:.1f} s"
+    )
     return side
 
 
-def rates(side: Side, warmup: int, samples_per_step: int) -> tuple[float, float, float, float]:
-    """``(steady_s, steady_samples_per_s, total_s, total_samples_per_s)``."""
-    ends = side.step_ends
-    steady = ends[-1] - ends[warmup - 1] if warmup > 0 else ends[-1] - side.start
-    total = ends[-1] - side.start
-    n_steady = (len(ends) - warmup) * samples_per_step
-    return steady, n_steady / steady, total, len(ends) * samples_per_step / total
+WINDOWS = ("steady", "loop", "total")
 
 
-def report(sides: list[Side], args: argparse.Namespace) -> None:
+def rates(side: Side, warmup: int, per_step: int) -> dict[str, tuple[float, float]]:
+    """``window -> (seconds, trained samples/s)`` (module docstring)."""
+    ends, n = side.step_ends, len(side.step_ends)
+    steady_from = ends[warmup - 1] if warmup > 0 else side.loop_start
+    spans = {
+        "steady": (ends[-1] - steady_from, n - warmup),
+        "loop": (ends[-1] - side.loop_start, n),
+        "total": (ends[-1] - side.start, n),
+    }
+    return {k: (sec, steps * per_step / sec) for k, (sec, steps) in spans.items()}
+
+
+def report(runs: list[Side], args: argparse.Namespace) -> None:
+    """One row per run; ratios of each side's best rate per window (best of ``--repeats``)."""
     per_step = args.prompts_per_step * args.group_size
     print(
-        f"kitchen_tiny model, {args.prompts_per_step} prompts x G={args.group_size} per step, "
-        f"max {args.max_tokens} new tokens, temperature 1, strict binary reward, "
-        f"{args.warmup} warm-up + {args.steps} timed steps, torch on CPU"
+        f"kitchen_tiny model, {args.prompts_per_step} prompts x G={args.group_size} = {per_step} "
+        f"samples per step, max {args.max_tokens} new tokens, temperature 1, strict binary "
+        f"reward, {args.warmup} warm-up + {args.steps} timed steps, CPU, "
+        f"{args.repeats} alternating repeat(s)"
     )
-    header = (
-        f"{'side':<28} {'steps':>5} {'tok/sample':>10} {'reward':>7} "
-        f"{'steady s':>9} {'steady sam/s':>13} {'total s':>8} {'total sam/s':>12}"
+    print(
+        f"{'run':<32} {'tok/sample':>10} {'reward':>7}"
+        + "".join(f" {w + ' s':>9} {w + ' sam/s':>13}" for w in WINDOWS)
     )
-    print(header)
-    results = []
-    for s in sides:
+    best: dict[str, dict[str, float]] = {}
+    for index, s in enumerate(runs):
         if len(s.step_ends) != args.warmup + args.steps:
-            raise RuntimeError(f"{s.name}: {len(s.step_ends)} steps, wanted more")
+            raise RuntimeError(
+                f"{s.name}: {len(s.step_ends)} steps, not {args.warmup + args.steps}"
+            )
         r = rates(s, args.warmup, per_step)
-        results.append(r)
+        side = best.setdefault(s.name, dict.fromkeys(WINDOWS, 0.0))
+        for w in WINDOWS:
+            side[w] = max(side[w], r[w][1])
         tok = sum(s.tokens) / max(1, len(s.tokens) * per_step)
         rew = statistics.fmean(s.rewards) if s.rewards else float("nan")
         print(
-            f"{s.name:<28} {len(s.step_ends):>5} {tok:>10.1f} {rew:>7.3f} "
-            f"{r[0]:>9.1f} {r[1]:>13.2f} {r[2]:>8.1f} {r[3]:>12.2f}"
+            f"{s.name + ' #' + str(index // len({x.name for x in runs}) + 1):<32} "
+            f"{tok:>10.1f} {rew:>7.3f}"
+            + "".join(f" {r[w][0]:>9.1f} {r[w][1]:>13.2f}" for w in WINDOWS)
         )
-    ours = results[0]
-    for s, r in zip(sides[1:], results[1:], strict=True):
-        print(f"ratio ours / {s.name}: steady {ours[1] / r[1]:.2f}x, total {ours[3] / r[3]:.2f}x")
-    for s in sides:
+    names = list(best)
+    ours = best[names[0]]
+    for name in names[1:]:
+        ratios = ", ".join(f"{w} {ours[w] / best[name][w]:.2f}x" for w in WINDOWS)
+        print(f"ratio ours / {name} (best rates): {ratios}")
+    for s in runs:
         for note in s.notes:
             print(note)
 
 
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
-    p.add_argument("--steps", type=int, default=4, help="timed optimizer steps")
+    p.add_argument("--steps", type=int, default=6, help="timed optimizer steps")
     p.add_argument("--warmup", type=int, default=1, help="untimed steps first (steady rate)")
     p.add_argument("--group-size", type=int, default=4, help="samples per prompt (G)")
     p.add_argument("--prompts-per-step", type=int, default=4, help="prompts per optimizer step")
@@ -287,19 +331,30 @@ def main() -> int:
     p.add_argument(
         "--trl-threads", type=int, nargs="+", default=[1], help="torch threads for TRL runs"
     )
+    p.add_argument("--repeats", type=int, default=2, help="alternating runs of each side")
     p.add_argument("--keep", type=Path, default=None, help="keep run dirs here (default: temp)")
+    p.add_argument(
+        "--reuse-setup", action="store_true", help="with --keep: reuse its items and SFT weights"
+    )
     args = p.parse_args()
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.disable_progress_bar()  # type: ignore[no-untyped-call]
     with tempfile.TemporaryDirectory() as tmp:
         root = args.keep or Path(tmp)
         t0 = time.perf_counter()
-        prepared = prepare(pipeline_config(args, root / "prepare"))
+        prepared = prepare(pipeline_config(args, root / "prepare"), args.reuse_setup)
         print(f"setup (items, tiny model, SFT): {time.perf_counter() - t0:.1f} s")
-        sides = [run_ours(pipeline_config(args, root / "ours"), prepared)]
-        for threads in args.trl_threads:
-            cfg = pipeline_config(args, root / f"trl{threads}")
-            sides.append(run_trl(cfg, prepared, threads, root / f"trl{threads}"))
-        report(sides, args)
+        runs: list[Side] = []
+        for _ in range(args.repeats):  # alternate, so load drift hits both sides alike
+            for name in ["ours", *(f"trl{t}" for t in args.trl_threads)]:
+                shutil.rmtree(root / name, ignore_errors=True)
+            runs.append(run_ours(pipeline_config(args, root / "ours"), prepared))
+            for threads in args.trl_threads:
+                cfg = pipeline_config(args, root / f"trl{threads}")
+                runs.append(run_trl(cfg, prepared, threads, root / f"trl{threads}"))
+        report(runs, args)
     return 0
 
 
