@@ -93,6 +93,7 @@ def pipeline_config(args: argparse.Namespace, run_dir: Path) -> PipelineConfig:
             "rl.steps": args.warmup + args.steps,
             "rl.micro_batch_size": p * g,  # one backward per step, as TRL's batch
             "rl.max_tokens": args.max_tokens,
+            "rl.max_staleness": args.max_staleness,
             "rl.reward_variant": VARIANT,
             "rl.reward_type": REWARD_TYPE,
             "sft.epochs": args.sft_epochs,
@@ -285,7 +286,8 @@ def report(runs: list[Side], args: argparse.Namespace) -> None:
     print(
         f"kitchen_tiny model, {args.prompts_per_step} prompts x G={args.group_size} = {per_step} "
         f"samples per step, max {args.max_tokens} new tokens, temperature 1, strict binary "
-        f"reward, {args.warmup} warm-up + {args.steps} timed steps, CPU, "
+        f"reward, {args.warmup} warm-up + {args.steps} timed steps, ours with max_staleness "
+        f"{args.max_staleness}, CPU, "
         f"{args.repeats} alternating repeat(s)"
     )
     print(
@@ -326,6 +328,9 @@ def main() -> int:
     p.add_argument("--group-size", type=int, default=4, help="samples per prompt (G)")
     p.add_argument("--prompts-per-step", type=int, default=4, help="prompts per optimizer step")
     p.add_argument("--max-tokens", type=int, default=96, help="max new tokens per sample")
+    p.add_argument(
+        "--max-staleness", type=int, default=2, help="ours: policy versions samples may lag"
+    )
     p.add_argument("--sft-epochs", type=int, default=1, help="SFT warm-up epochs (setup)")
     p.add_argument("--train-prompts", type=int, default=160, help="train prompts (SFT + RL)")
     p.add_argument(
