@@ -5,7 +5,8 @@ Both sides start from the same weights and train on the same prompts with the sa
 * **Setup (not timed)**: ``configs/pipeline/kitchen_tiny.yaml`` (the README's main run) with the
   flags below; the pipeline's own ``prepare()`` builds the kitchen prompt items, the from-scratch
   tiny Llama and its tokenizer, and a short SFT warm-up (``--sft-epochs``, so the policy emits
-  answers of realistic length that sometimes score 1). That SFT directory is the start for both.
+  answers of realistic length; the short default rarely scores 1). That SFT directory is the
+  start for both.
 * **Ours**: ``PipelineRun.run_async`` (the exact code path of ``rlvr-world run``) with the
   held-out evaluations off: embedded Redis, reward / decoder / rollout services and the trainer
   as separate processes, the orchestrator in this process. Rollout (per prompt, G samples with a
@@ -33,8 +34,18 @@ flight at the end, or dropped as stale). Three windows, each ending at the last 
 * *total*: every step, from before any start-up (ours: Redis, reward / decoder / rollout
   services, trainer process; TRL: ``import trl``, model + reference load, trainer construction).
 
-    python bench/pipeline.py [--steps 4] [--warmup 1] [--group-size 4] [--prompts-per-step 4]
-                             [--max-tokens 96] [--trl-threads 1] [--keep DIR]
+Not equal, and said so in the output: ours spreads over several single-thread processes and so
+uses both cores, while TRL runs one torch thread (``--trl-threads 1 2`` adds a TRL run on two
+threads); ours trains on samples up to ``--max-staleness`` policy versions old (clipped
+importance ratios against the behaviour log-probs), TRL strictly on-policy; TRL generates all
+P x G rows in one batched ``generate``, ours G rows per request; ours checkpoints every step and
+the rollout service reloads it, TRL saves nothing; ours scores through the reward service over
+gRPC, TRL in process. The SFT warm-up is short, so rewards may all be 0 (zero advantages): both
+sides still do the full forward/backward, so the cost per step is unchanged.
+
+    python bench/pipeline.py [--steps 6] [--warmup 1] [--group-size 4] [--prompts-per-step 4]
+                             [--max-tokens 96] [--max-staleness 2] [--trl-threads 1 2]
+                             [--repeats 2] [--keep DIR [--reuse-setup]]
 """
 
 from __future__ import annotations
@@ -57,6 +68,7 @@ import torch
 from rlvr_world.orchestrator.items import PromptItem, load_items
 from rlvr_world.pipeline.config import PipelineConfig, load_pipeline_config
 from rlvr_world.pipeline.runner import PipelineRun, requests_forever
+from rlvr_world.queue.server import URL_FILENAME
 
 BASE_CONFIG = Path(__file__).resolve().parent.parent / "configs" / "pipeline" / "kitchen_tiny.yaml"
 VARIANT, REWARD_TYPE = "strict", "binary"
@@ -136,10 +148,27 @@ def read_jsonl(path: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
 
 
+def stop_leftover_redis(run_dir: Path) -> bool:
+    """Shut down the run's embedded Redis if it outlived the run; True when it had to."""
+    import redis
+
+    url_file = run_dir / "redis" / URL_FILENAME
+    if not url_file.exists():
+        return False
+    client = redis.Redis.from_url(url_file.read_text().strip())
+    try:
+        client.ping()
+    except (redis.ConnectionError, OSError):
+        return False
+    client.shutdown(nosave=True)  # bench data only; the directory is deleted next
+    return True
+
+
 def run_ours(cfg: PipelineConfig, prepared: Prepared) -> Side:
     start = time.time()
     summary = asyncio.run(_PreparedRun(cfg, prepared).run_async())
     run_dir = cfg.run.run_dir
+    leaked = stop_leftover_redis(run_dir)
     steps = [e for e in read_jsonl(run_dir / "trainer" / "train_log.jsonl") if e["event"] == "step"]
     drops = [e for e in read_jsonl(run_dir / "trainer" / "train_log.jsonl") if e["event"] == "drop"]
     ledger = read_jsonl(run_dir / "ledger.jsonl")
@@ -162,7 +191,8 @@ def run_ours(cfg: PipelineConfig, prepared: Prepared) -> Side:
         f"ours: start-up (Redis, 3 services, trainer) {side.loop_start - start:.1f} s, first "
         f"group pushed {first_push - side.loop_start:.2f} s after the first request; trainer "
         f"step compute {compute:.2f} s/step on average, process wall incl. shutdown "
-        f"{time.time() - start:.1f} s",
+        f"{time.time() - start:.1f} s"
+        + ("; its embedded Redis outlived the run (shut down here)" if leaked else ""),
     ]
     return side
 
@@ -266,6 +296,13 @@ def run_trl(cfg: PipelineConfig, prepared: Prepared, threads: int, out: Path) ->
 
 
 WINDOWS = ("steady", "loop", "total")
+CAVEATS = (
+    "not equal: ours uses both cores (one thread per process), TRL one thread unless 2 is listed",
+    "not equal: ours trains on samples up to max_staleness versions old, TRL on-policy",
+    "not equal: TRL generates P x G rows in one batch, ours G rows per request (favours TRL)",
+    "not equal: ours checkpoints every step and reloads rollout weights, scores over gRPC; "
+    "TRL saves nothing and scores in process (favours TRL)",
+)
 
 
 def rates(side: Side, warmup: int, per_step: int) -> dict[str, tuple[float, float]]:
@@ -319,6 +356,8 @@ def report(runs: list[Side], args: argparse.Namespace) -> None:
     for s in runs:
         for note in s.notes:
             print(note)
+    for caveat in CAVEATS:
+        print(caveat)
 
 
 def main() -> int:
@@ -334,7 +373,7 @@ def main() -> int:
     p.add_argument("--sft-epochs", type=int, default=1, help="SFT warm-up epochs (setup)")
     p.add_argument("--train-prompts", type=int, default=160, help="train prompts (SFT + RL)")
     p.add_argument(
-        "--trl-threads", type=int, nargs="+", default=[1], help="torch threads for TRL runs"
+        "--trl-threads", type=int, nargs="+", default=[1, 2], help="torch threads for TRL runs"
     )
     p.add_argument("--repeats", type=int, default=2, help="alternating runs of each side")
     p.add_argument("--keep", type=Path, default=None, help="keep run dirs here (default: temp)")
