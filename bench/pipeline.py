@@ -36,15 +36,17 @@ flight at the end, or dropped as stale). Three windows, each ending at the last 
 
 Not equal, and said so in the output: ours spreads over several single-thread processes and so
 uses both cores, while TRL runs one torch thread (``--trl-threads 1 2`` adds a TRL run on two
-threads); ours trains on samples up to ``--max-staleness`` policy versions old (clipped
-importance ratios against the behaviour log-probs), TRL strictly on-policy; TRL generates all
+threads; on a 2-core machine shared with other work, two threads oversubscribe and TRL slows
+down several times, so it is not the default); ours trains on samples up to
+``--max-staleness`` policy versions old (clipped importance ratios against the behaviour
+log-probs), TRL strictly on-policy; TRL generates all
 P x G rows in one batched ``generate``, ours G rows per request; ours checkpoints every step and
 the rollout service reloads it, TRL saves nothing; ours scores through the reward service over
 gRPC, TRL in process. The SFT warm-up is short, so rewards may all be 0 (zero advantages): both
 sides still do the full forward/backward, so the cost per step is unchanged.
 
     python bench/pipeline.py [--steps 6] [--warmup 1] [--group-size 4] [--prompts-per-step 4]
-                             [--max-tokens 96] [--max-staleness 2] [--trl-threads 1 2]
+                             [--max-tokens 96] [--max-staleness 2] [--trl-threads 1]
                              [--repeats 2] [--keep DIR [--reuse-setup]]
 """
 
@@ -373,7 +375,7 @@ def main() -> int:
     p.add_argument("--sft-epochs", type=int, default=1, help="SFT warm-up epochs (setup)")
     p.add_argument("--train-prompts", type=int, default=160, help="train prompts (SFT + RL)")
     p.add_argument(
-        "--trl-threads", type=int, nargs="+", default=[1, 2], help="torch threads for TRL runs"
+        "--trl-threads", type=int, nargs="+", default=[1], help="torch threads for TRL runs"
     )
     p.add_argument("--repeats", type=int, default=2, help="alternating runs of each side")
     p.add_argument("--keep", type=Path, default=None, help="keep run dirs here (default: temp)")
