@@ -2,11 +2,11 @@
 
 Both sides start from the same weights and train on the same prompts with the same settings:
 
-* **Setup (not timed)**: ``configs/pipeline/kitchen_tiny.yaml`` (the README's main run) with the
-  flags below; the pipeline's own ``prepare()`` builds the kitchen prompt items, the from-scratch
-  tiny Llama and its tokenizer, and a short SFT warm-up (``--sft-epochs``, so the policy emits
-  answers of realistic length; the short default rarely scores 1). That SFT directory is the
-  start for both.
+* **Setup (not timed)**: ``configs/pipeline/bench.yaml`` (the README's kitchen_tiny model and
+  game, lr 5e-5, KL 0.001, temperature 1) with the flags below; the pipeline's own
+  ``prepare()`` builds the kitchen prompt items, the from-scratch tiny Llama and its tokenizer,
+  and a short SFT warm-up (``--sft-epochs``, so the policy emits answers of realistic length;
+  the short default rarely scores 1). That SFT directory is the start for both.
 * **Ours**: ``PipelineRun.run_async`` (the exact code path of ``rlvr-world run``) with the
   held-out evaluations off: embedded Redis, reward / decoder / rollout services and the trainer
   as separate processes, the orchestrator in this process. Rollout (per prompt, G samples with a
@@ -72,7 +72,7 @@ from rlvr_world.pipeline.config import PipelineConfig, load_pipeline_config
 from rlvr_world.pipeline.runner import PipelineRun, requests_forever
 from rlvr_world.queue.server import URL_FILENAME
 
-BASE_CONFIG = Path(__file__).resolve().parent.parent / "configs" / "pipeline" / "kitchen_tiny.yaml"
+BASE_CONFIG = Path(__file__).resolve().parent.parent / "configs" / "pipeline" / "bench.yaml"
 VARIANT, REWARD_TYPE = "strict", "binary"
 
 
@@ -97,7 +97,7 @@ class Prepared:
 
 
 def pipeline_config(args: argparse.Namespace, run_dir: Path) -> PipelineConfig:
-    """``kitchen_tiny.yaml`` with this bench's sizes; evaluations off."""
+    """``bench.yaml`` with this bench's sizes (evaluations off there)."""
     p, g = args.prompts_per_step, args.group_size
     return load_pipeline_config(
         BASE_CONFIG,
