@@ -31,6 +31,14 @@ def params_from_proto(
     for index, stop in enumerate(msg.stop):
         if not stop:
             raise InvalidRequest(f"sampling.stop[{index}] is empty")
+    allowed: tuple[int, int] | None = None
+    if msg.HasField("allowed_tokens"):
+        begin, end = msg.allowed_tokens.begin, msg.allowed_tokens.end
+        if not 0 <= begin < end:
+            raise InvalidRequest(
+                f"sampling.allowed_tokens = [{begin}, {end}): need 0 <= begin < end"
+            )
+        allowed = (begin, end)
     return SamplingParams(
         n=msg.n,
         temperature=msg.temperature,
@@ -40,6 +48,7 @@ def params_from_proto(
         ignore_eos=msg.ignore_eos,
         seed=msg.seed if msg.seed != 0 else None,
         stop=tuple(msg.stop),
+        allowed_tokens=allowed,
     )
 
 

@@ -9,7 +9,9 @@ version it serves. This module holds no model code.
 
 Parameter conventions of the wire (proto3 has no "unset"): ``temperature`` 0 is greedy, ``top_p`` 0
 means 1 (off), ``top_k`` 0 or -1 means off, ``seed`` 0 means "no seed" (fresh randomness); ``n``
-and ``max_tokens`` must be at least 1.
+and ``max_tokens`` must be at least 1. ``allowed_tokens`` (a video model's visual ids) masks every
+other id before drawing (greedy included); the reported log-prob is still the full-vocabulary one,
+so a policy that puts mass outside the range is sampled slightly off-policy, as with top-k.
 """
 
 from __future__ import annotations
@@ -45,6 +47,8 @@ class SamplingParams:
     ignore_eos: bool = False
     seed: int | None = None
     stop: tuple[str, ...] = ()
+    #: Sample only ids in ``[begin, end)``; log-probs stay those of the full vocabulary.
+    allowed_tokens: tuple[int, int] | None = None
 
 
 @dataclass(frozen=True)

@@ -43,11 +43,24 @@ def truncate(logits: torch.Tensor, top_k: int, top_p: float) -> torch.Tensor:
     return out
 
 
+def restrict(logits: torch.Tensor, allowed: tuple[int, int] | None) -> torch.Tensor:
+    """``logits`` with every id outside ``[begin, end)`` set to -inf (unchanged for None)."""
+    if allowed is None:
+        return logits
+    begin, end = allowed
+    ids = torch.arange(logits.shape[-1], device=logits.device)
+    return logits.masked_fill((ids < begin) | (ids >= end), float("-inf"))
+
+
 def next_tokens(
     logits: torch.Tensor, params: SamplingParams, generator: torch.Generator | None
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """Draw one token per row of ``logits`` (B, V); returns (tokens (B,), log-probs (B,))."""
+    """Draw one token per row of ``logits`` (B, V); returns (tokens (B,), log-probs (B,)).
+
+    The log-probs are over the full vocabulary even when ``params.allowed_tokens`` masks the draw.
+    """
     logp = scaled_logprobs(logits, params.temperature)
+    logits = restrict(logits, params.allowed_tokens)
     if params.temperature <= 0:
         tokens = torch.argmax(logits, dim=-1)
     else:

@@ -181,6 +181,11 @@ class TransformersEngine:
                 f"sampling.max_tokens: {len(ids)} prompt tokens + max_tokens {params.max_tokens} "
                 f"exceed the model's context length {self.context_length}"
             )
+        if params.allowed_tokens is not None and params.allowed_tokens[1] > self.vocab_size:
+            raise InvalidRequest(
+                f"sampling.allowed_tokens ends at {params.allowed_tokens[1]}, past the vocabulary "
+                f"size {self.vocab_size}"
+            )
         generator = None
         if params.seed is not None:
             generator = torch.Generator(device=self.device).manual_seed(params.seed)

@@ -16,7 +16,10 @@ greedy requests report ``log_softmax`` of the raw logits, also as the convention
 default ``raw_logprobs`` would ignore the temperature). With top-k or top-p on, vLLM reports the
 log-prob under the truncated, renormalised distribution: higher than the convention's value by
 minus the log of the probability mass kept (vLLM exposes nothing before truncation but the raw
-logits).
+logits). ``allowed_tokens`` (a video model's visual ids) is the same case: vLLM masks the other ids
+before its processed log-probs, so they are under the distribution restricted to the range (the
+transformers engine reports the full-vocabulary value); after MLE a video model puts almost no
+mass outside its visual ids, and ``tests/integration/test_rollout_vllm.py`` pins the behaviour.
 
 Weights (``load_weights``): a directory of ``*.safetensors`` in the served model's names and shapes
 (the trainer's ``save_pretrained`` checkpoints). Names and shapes are checked against the start
@@ -222,6 +225,9 @@ class VllmEngine:
             stop=list(params.stop) or None,
             logprobs=0,
             skip_special_tokens=True,
+            allowed_token_ids=(
+                list(range(*params.allowed_tokens)) if params.allowed_tokens is not None else None
+            ),
         )
 
     def generate(self, prompt: str | Sequence[int], params: SamplingParams) -> Generation:
@@ -230,6 +236,11 @@ class VllmEngine:
             raise InvalidRequest(
                 f"sampling.max_tokens: {len(ids)} prompt tokens + max_tokens {params.max_tokens} "
                 f"exceed the model's context length {self.context_length}"
+            )
+        if params.allowed_tokens is not None and params.allowed_tokens[1] > self.vocab_size:
+            raise InvalidRequest(
+                f"sampling.allowed_tokens ends at {params.allowed_tokens[1]}, past the vocabulary "
+                f"size {self.vocab_size}"
             )
         # vLLM refuses n > 1 with greedy decoding; greedy samples are identical, so draw one.
         greedy = params.temperature <= 0

@@ -141,6 +141,18 @@ def test_ignore_eos_and_max_tokens_set_the_lengths(
     assert [len(s.token_ids) for s in one] == [1, 1, 1]
 
 
+def test_allowed_tokens_keep_every_sample_in_the_range(
+    stub: rollout_pb2_grpc.RolloutServiceStub, reference: Any
+) -> None:
+    allowed = rollout_pb2.TokenRange(begin=5, end=12)
+    resp = stub.Generate(
+        request([1, 2, 3], n=4, max_tokens=12, ignore_eos=True, allowed_tokens=allowed)
+    )
+    ids = [t for s in resp.samples for t in s.token_ids]
+    assert len(ids) == 48 and all(5 <= t < 12 for t in ids)
+    assert len({tuple(s.token_ids) for s in resp.samples}) > 1  # still sampled, not one path
+
+
 def test_stop_strings_end_samples_and_are_cut_from_text(
     stub: rollout_pb2_grpc.RolloutServiceStub, model_dir: Path
 ) -> None:
@@ -204,6 +216,18 @@ BAD_GENERATE: list[tuple[str, rollout_pb2.GenerateRequest, grpc.StatusCode, str]
     ("temperature<0", request(temperature=-1), grpc.StatusCode.INVALID_ARGUMENT, "temperature"),
     ("top_p>1", request(top_p=1.5), grpc.StatusCode.INVALID_ARGUMENT, "sampling.top_p"),
     ("empty stop", request(stop=[""]), grpc.StatusCode.INVALID_ARGUMENT, "sampling.stop[0]"),
+    (
+        "allowed range past vocab",
+        request(allowed_tokens=rollout_pb2.TokenRange(begin=2, end=VOCAB + 1)),
+        grpc.StatusCode.INVALID_ARGUMENT,
+        f"sampling.allowed_tokens ends at {VOCAB + 1}, past the vocabulary size {VOCAB}",
+    ),
+    (
+        "empty allowed range",
+        request(allowed_tokens=rollout_pb2.TokenRange(begin=3, end=3)),
+        grpc.StatusCode.INVALID_ARGUMENT,
+        "sampling.allowed_tokens = [3, 3)",
+    ),
     (
         "future version",
         rollout_pb2.GenerateRequest(

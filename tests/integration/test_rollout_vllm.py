@@ -160,6 +160,27 @@ def test_with_top_k_top_p_the_logprob_is_of_the_truncated_distribution(
         assert max(abs(a - b) for a, b in zip(sample.logprobs, expected, strict=True)) < TOL
 
 
+def test_allowed_tokens_keep_samples_in_range_and_logprobs_are_of_the_restricted_distribution(
+    stub: rollout_pb2_grpc.RolloutServiceStub, reference: Any
+) -> None:
+    """vLLM applies ``allowed_token_ids`` before its processed log-probs (documented difference)."""
+    allowed = rollout_pb2.TokenRange(begin=5, end=40)
+    req = request(
+        PROMPT, n=4, temperature=1.0, max_tokens=8, ignore_eos=True, allowed_tokens=allowed
+    )
+    resp = stub.Generate(req)
+    for sample in resp.samples:
+        tokens = list(sample.token_ids)
+        assert len(tokens) == 8 and all(5 <= t < 40 for t in tokens)
+        with torch.no_grad():
+            logits = reference(input_ids=torch.tensor([PROMPT + tokens])).logits[0, 4:-1]
+        kept = torch.full_like(logits, float("-inf"))
+        kept[:, 5:40] = logits[:, 5:40]
+        expected = torch.log_softmax(kept, dim=-1)
+        expected = expected.gather(-1, torch.tensor(tokens).unsqueeze(-1)).squeeze(-1).tolist()
+        assert max(abs(a - b) for a, b in zip(sample.logprobs, expected, strict=True)) < TOL
+
+
 def test_text_prompt_is_tokenized_like_the_models_tokenizer(
     stub: rollout_pb2_grpc.RolloutServiceStub, model_dir: Path
 ) -> None:

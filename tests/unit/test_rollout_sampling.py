@@ -53,6 +53,36 @@ def test_next_tokens_report_untruncated_scaled_logprob_of_the_drawn_token() -> N
     assert greedy.tolist() == [1, 1] and glogps.tolist() == pytest.approx([math.log(0.5)] * 2)
 
 
+def test_allowed_tokens_mask_the_draw_but_not_the_reported_logprob() -> None:
+    logits = torch.log(torch.tensor([[0.6, 0.1, 0.2, 0.1]] * 256))
+    params = SamplingParams(n=256, temperature=1.0, allowed_tokens=(1, 3))
+    tokens, logps = next_tokens(logits, params, torch.Generator().manual_seed(0))
+    assert set(tokens.tolist()) == {1, 2}  # id 0 holds most of the mass but is outside [1, 3)
+    full = torch.log_softmax(logits[0], dim=-1)
+    assert logps.tolist() == pytest.approx([full[t].item() for t in tokens.tolist()])
+    greedy, _ = next_tokens(
+        logits[:1], SamplingParams(temperature=0.0, allowed_tokens=(1, 3)), None
+    )
+    assert greedy.tolist() == [2]
+
+
+def test_params_from_proto_reads_and_checks_allowed_tokens() -> None:
+    msg = rollout_pb2.SamplingParams(
+        n=1, max_tokens=1, allowed_tokens=rollout_pb2.TokenRange(begin=4, end=9)
+    )
+    assert params_from_proto(msg, 4, 10).allowed_tokens == (4, 9)
+    assert (
+        params_from_proto(rollout_pb2.SamplingParams(n=1, max_tokens=1), 4, 10).allowed_tokens
+        is None
+    )
+    for begin, end in ((5, 5), (-1, 3), (7, 2)):
+        bad = rollout_pb2.SamplingParams(
+            n=1, max_tokens=1, allowed_tokens=rollout_pb2.TokenRange(begin=begin, end=end)
+        )
+        with pytest.raises(InvalidRequest, match=r"sampling\.allowed_tokens"):
+            params_from_proto(bad, 4, 10)
+
+
 def test_params_from_proto_maps_zero_values_and_refuses_out_of_range() -> None:
     msg = rollout_pb2.SamplingParams(n=2, max_tokens=5, stop=["\n"])
     params = params_from_proto(msg, max_n=4, max_tokens=10)
