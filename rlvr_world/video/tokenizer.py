@@ -1,0 +1,461 @@
+"""Per-frame visual tokenizer: a CNN encoder, FSQ, and a CNN decoder (REFERENCE.md §3.3 "cnn").
+
+What it does: ``FrameTokenizer`` maps frames float ``(B, 3, H, W)`` in [0, 1] to ``(H/s) * (W/s)``
+integer tokens (``s`` = ``downsample``) in ``[0, prod(levels))`` and back. The encoder and decoder
+are VQ-GAN-style stacks of residual blocks (GroupNorm, SiLU, 3x3 convolutions): stage ``i`` has
+``channels[i]`` channels and, for the first ``log2(downsample)`` stages, halves the resolution
+(stride-2 convolution; the decoder mirrors it with nearest upsampling and a convolution). Inside,
+pixels are scaled to [-1, 1]; ``decode`` returns frames clamped to [0, 1]. Numpy helpers
+(``encode_frames`` / ``decode_tokens``) work on uint8 ``(N, H, W, 3)`` frames and int token arrays,
+in batches, and reject bad input with a ``ValueError`` naming the problem. A checkpoint is a folder
+with ``config.json`` (kind, format version, config) and ``model.safetensors``.
+
+The reference tokenizer is 5 blocks (128..768 channels), 16x downsampling and FSQ [7,5,5,5,5]; the
+default here is the CPU size of this project's demo (64x64 frames, 8x downsampling, 64 tokens,
+FSQ [8,5,5,5] = 1000 codes). Training lives in ``train_tokenizer``; the compressive context
+tokenizer (§3.3 "ctx_cnn") in ``compressive``.
+
+What it does not do: no GAN loss, no attention blocks, no training code, no resizing (frames must
+already have the configured size).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+from pathlib import Path
+from typing import Any, Self
+
+import numpy as np
+import torch
+from numpy.typing import NDArray
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from torch import nn
+from torch.nn import functional
+
+from rlvr_world.video.fsq import FSQ, check_levels
+
+logger = logging.getLogger(__name__)
+
+CONFIG_FILE = "config.json"
+WEIGHTS_FILE = "model.safetensors"
+FORMAT_VERSION = 1
+DEFAULT_BATCH_SIZE = 64
+
+
+class TokenizerConfig(BaseModel):
+    """Shape of a ``FrameTokenizer``; the default is the 64x64 CPU demo (64 tokens, 1000 codes)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    image_size: int | tuple[int, int] = Field(
+        default=64, description="frame side, or (height, width)"
+    )
+    channels: tuple[int, ...] = Field(default=(32, 64, 128), description="channels of each stage")
+    downsample: int = Field(
+        default=8, ge=1, description="power of two; tokens per side = size / this"
+    )
+    res_blocks: int = Field(default=1, ge=1, le=8, description="residual blocks per stage")
+    levels: tuple[int, ...] = Field(
+        default=(8, 5, 5, 5), description="FSQ levels; codes = their product"
+    )
+    norm_groups: int = Field(default=8, ge=1, description="GroupNorm groups (channels must divide)")
+
+    @field_validator("levels")
+    @classmethod
+    def _levels(cls, value: tuple[int, ...]) -> tuple[int, ...]:
+        return check_levels(value)
+
+    @model_validator(mode="after")
+    def _shapes(self) -> Self:
+        check_stages(self.channels, self.downsample, self.norm_groups, "channels")
+        for side in self.hw:
+            if side < 1 or side % self.downsample:
+                raise ValueError(
+                    f"image_size: {self.image_size} must be positive and divisible by "
+                    f"downsample {self.downsample}"
+                )
+        return self
+
+    @property
+    def hw(self) -> tuple[int, int]:
+        """Frame (height, width)."""
+        size = self.image_size
+        return (size, size) if isinstance(size, int) else (size[0], size[1])
+
+
+def check_stages(channels: tuple[int, ...], downsample: int, groups: int, name: str) -> None:
+    """Check stage channels and a power-of-two ``downsample`` (at most one halving per stage)."""
+    if not channels or any(c < 1 or c % groups for c in channels):
+        raise ValueError(
+            f"{name}: need positive channel counts divisible by {groups}, got {channels}"
+        )
+    if downsample & (downsample - 1):
+        raise ValueError(f"downsample: must be a power of two, got {downsample}")
+    if n_halvings(downsample) > len(channels):
+        raise ValueError(
+            f"downsample: {downsample} needs {n_halvings(downsample)} stages, "
+            f"{name} has {len(channels)}"
+        )
+
+
+def n_halvings(downsample: int) -> int:
+    """log2 of a power-of-two downsample factor."""
+    return int(math.log2(downsample))
+
+
+# --------------------------------------------------------------------------------------------
+# Networks
+
+
+class ResBlock(nn.Module):
+    """GroupNorm-SiLU-conv twice, plus a (1x1-projected when channels change) skip."""
+
+    def __init__(self, c_in: int, c_out: int, groups: int) -> None:
+        super().__init__()
+        self.body = nn.Sequential(
+            nn.GroupNorm(groups, c_in),
+            nn.SiLU(),
+            nn.Conv2d(c_in, c_out, 3, padding=1),
+            nn.GroupNorm(groups, c_out),
+            nn.SiLU(),
+            nn.Conv2d(c_out, c_out, 3, padding=1),
+        )
+        self.skip = nn.Identity() if c_in == c_out else nn.Conv2d(c_in, c_out, 1)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        out: torch.Tensor = self.skip(x) + self.body(x)
+        return out
+
+
+class Upsample(nn.Module):
+    """Nearest-neighbour 2x upsampling followed by a 3x3 convolution."""
+
+    def __init__(self, channels: int) -> None:
+        super().__init__()
+        self.conv = nn.Conv2d(channels, channels, 3, padding=1)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        out: torch.Tensor = self.conv(functional.interpolate(x, scale_factor=2.0, mode="nearest"))
+        return out
+
+
+def _stage(c_in: int, c_out: int, blocks: int, groups: int) -> list[nn.Module]:
+    return [ResBlock(c_in if i == 0 else c_out, c_out, groups) for i in range(blocks)]
+
+
+def _head(c_in: int, c_out: int, groups: int, kernel: int) -> list[nn.Module]:
+    return [
+        nn.GroupNorm(groups, c_in),
+        nn.SiLU(),
+        nn.Conv2d(c_in, c_out, kernel, padding=kernel // 2),
+    ]
+
+
+class Encoder(nn.Module):
+    """``(B, c_in, H, W)`` -> ``(B, c_out, H/s, W/s)`` through the stages of ``channels``."""
+
+    def __init__(
+        self,
+        *,
+        c_in: int,
+        channels: tuple[int, ...],
+        downsample: int,
+        blocks: int,
+        groups: int,
+        c_out: int,
+    ) -> None:
+        super().__init__()
+        layers: list[nn.Module] = [nn.Conv2d(c_in, channels[0], 3, padding=1)]
+        prev = channels[0]
+        for i, c in enumerate(channels):
+            layers += _stage(prev, c, blocks, groups)
+            if i < n_halvings(downsample):
+                layers.append(nn.Conv2d(c, c, 3, stride=2, padding=1))
+            prev = c
+        layers += [ResBlock(prev, prev, groups), *_head(prev, c_out, groups, 1)]
+        self.net = nn.Sequential(*layers)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        out: torch.Tensor = self.net(x)
+        return out
+
+
+class Decoder(nn.Module):
+    """``(B, c_in, H/s, W/s)`` -> ``(B, c_out, H, W)``, the mirror image of ``Encoder``."""
+
+    def __init__(
+        self,
+        *,
+        c_in: int,
+        channels: tuple[int, ...],
+        downsample: int,
+        blocks: int,
+        groups: int,
+        c_out: int,
+    ) -> None:
+        super().__init__()
+        prev = channels[-1]
+        layers: list[nn.Module] = [
+            nn.Conv2d(c_in, prev, 3, padding=1),
+            ResBlock(prev, prev, groups),
+        ]
+        for i in reversed(range(len(channels))):
+            if i < n_halvings(downsample):
+                layers.append(Upsample(prev))
+            layers += _stage(prev, channels[i], blocks, groups)
+            prev = channels[i]
+        layers += _head(prev, c_out, groups, 3)
+        self.net = nn.Sequential(*layers)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        out: torch.Tensor = self.net(x)
+        return out
+
+
+# --------------------------------------------------------------------------------------------
+# Input checks shared with the compressive tokenizer
+
+
+def check_images(x: torch.Tensor, hw: tuple[int, int], name: str) -> None:
+    """``x`` must be float ``(B, 3, H, W)`` with the configured ``(H, W)``."""
+    if not x.dtype.is_floating_point:
+        raise ValueError(f"{name}: need a float tensor in [0, 1], got {x.dtype}")
+    if x.ndim != 4 or x.shape[1] != 3 or tuple(x.shape[2:]) != hw:
+        raise ValueError(f"{name}: expected shape (B, 3, {hw[0]}, {hw[1]}), got {tuple(x.shape)}")
+
+
+def check_token_tensor(tokens: torch.Tensor, count: int, codebook: int, name: str) -> None:
+    """``tokens`` must be integer ``(B, count)`` with ids in ``[0, codebook)``."""
+    if tokens.dtype.is_floating_point or tokens.dtype.is_complex or tokens.dtype == torch.bool:
+        raise ValueError(f"{name}: need an integer tensor, got {tokens.dtype}")
+    if tokens.ndim != 2 or tokens.shape[1] != count:
+        raise ValueError(f"{name}: expected shape (B, {count}) tokens, got {tuple(tokens.shape)}")
+    if tokens.numel() and (int(tokens.min()) < 0 or int(tokens.max()) >= codebook):
+        raise ValueError(
+            f"{name}: token ids must be in [0, {codebook}), "
+            f"got min {int(tokens.min())} max {int(tokens.max())}"
+        )
+
+
+def check_frame_array(
+    frames: object, hw: tuple[int, int], name: str = "frames"
+) -> NDArray[np.uint8]:
+    """``frames`` must be a uint8 numpy array ``(N, H, W, 3)`` with the configured ``(H, W)``."""
+    if not isinstance(frames, np.ndarray):
+        raise ValueError(f"{name}: expected a numpy array, got {type(frames).__name__}")
+    if frames.dtype != np.uint8:
+        raise ValueError(f"{name}: expected dtype uint8 (0..255), got {frames.dtype}")
+    if frames.ndim != 4 or frames.shape[3] != 3 or tuple(frames.shape[1:3]) != hw:
+        raise ValueError(f"{name}: expected shape (N, {hw[0]}, {hw[1]}, 3), got {frames.shape}")
+    return frames
+
+
+def check_token_array(
+    tokens: object, count: int, codebook: int, name: str = "tokens"
+) -> NDArray[np.int64]:
+    """``tokens`` must be an integer numpy array ``(N, count)`` with ids in ``[0, codebook)``."""
+    if not isinstance(tokens, np.ndarray):
+        raise ValueError(f"{name}: expected a numpy array, got {type(tokens).__name__}")
+    if not np.issubdtype(tokens.dtype, np.integer):
+        raise ValueError(f"{name}: expected an integer dtype, got {tokens.dtype}")
+    if tokens.ndim != 2 or tokens.shape[1] != count:
+        raise ValueError(
+            f"{name}: expected shape (N, {count}) ({count} per frame), got {tokens.shape}"
+        )
+    if tokens.size and (int(tokens.min()) < 0 or int(tokens.max()) >= codebook):
+        raise ValueError(
+            f"{name}: ids must be in [0, {codebook}), got min {int(tokens.min())} "
+            f"max {int(tokens.max())}"
+        )
+    return tokens.astype(np.int64, copy=False)
+
+
+def to_images(frames: NDArray[np.uint8], device: torch.device) -> torch.Tensor:
+    """uint8 ``(N, H, W, 3)`` -> float ``(N, 3, H, W)`` in [0, 1] on ``device``."""
+    x = torch.from_numpy(np.ascontiguousarray(frames)).to(device)
+    return x.permute(0, 3, 1, 2).float().div(255.0)
+
+
+def module_device(module: nn.Module) -> torch.device:
+    """The device of ``module``'s first parameter."""
+    return next(module.parameters()).device
+
+
+# --------------------------------------------------------------------------------------------
+# The tokenizer
+
+
+class FrameTokenizer(nn.Module):
+    """Frames float ``(B, 3, H, W)`` in [0, 1] <-> tokens long ``(B, P)`` (module docstring)."""
+
+    KIND = "frame_tokenizer"
+
+    def __init__(self, config: TokenizerConfig | None = None) -> None:
+        super().__init__()
+        self.config = config or TokenizerConfig()
+        cfg = self.config
+        self.quantizer = FSQ(cfg.levels)
+        dim = self.quantizer.dim
+        args: dict[str, Any] = {
+            "channels": cfg.channels,
+            "downsample": cfg.downsample,
+            "blocks": cfg.res_blocks,
+            "groups": cfg.norm_groups,
+        }
+        self.encoder = Encoder(c_in=3, c_out=dim, **args)
+        self.decoder = Decoder(c_in=dim, c_out=3, **args)
+
+    @property
+    def codebook_size(self) -> int:
+        return self.quantizer.codebook_size
+
+    @property
+    def grid(self) -> tuple[int, int]:
+        """Tokens per column and per row: ``(H / downsample, W / downsample)``."""
+        h, w = self.config.hw
+        return h // self.config.downsample, w // self.config.downsample
+
+    @property
+    def tokens_per_frame(self) -> int:
+        return self.grid[0] * self.grid[1]
+
+    @property
+    def frame_shape(self) -> tuple[int, int, int]:
+        """``(H, W, 3)`` of the numpy frames ``encode_frames`` takes."""
+        return (*self.config.hw, 3)
+
+    def quantized_latent(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """``(codes (B, d, h, w), tokens (B, P))`` of frames in [0, 1], with straight-through."""
+        check_images(x, self.config.hw, "x")
+        z = self.encoder(x * 2.0 - 1.0).permute(0, 2, 3, 1)
+        codes, indices = self.quantizer(z)
+        return codes.permute(0, 3, 1, 2), indices.flatten(1)
+
+    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """``(reconstruction (B, 3, H, W), unclamped; tokens (B, P))`` with gradients."""
+        codes, tokens = self.quantized_latent(x)
+        recon: torch.Tensor = (self.decoder(codes) + 1.0) / 2.0
+        return recon, tokens
+
+    def encode(self, x: torch.Tensor) -> torch.Tensor:
+        """Tokens long ``(B, P)`` (row-major over the token grid) of frames ``(B, 3, H, W)``."""
+        return self.quantized_latent(x)[1]
+
+    def decode(self, tokens: torch.Tensor) -> torch.Tensor:
+        """Frames ``(B, 3, H, W)`` clamped to [0, 1] of tokens ``(B, P)``."""
+        check_token_tensor(tokens, self.tokens_per_frame, self.codebook_size, "tokens")
+        codes = self.quantizer.indices_to_codes(tokens.reshape(-1, *self.grid))
+        frames: torch.Tensor = (self.decoder(codes.permute(0, 3, 1, 2)) + 1.0) / 2.0
+        return frames.clamp(0.0, 1.0)
+
+    def encode_frames(
+        self, frames: NDArray[np.uint8], batch_size: int = DEFAULT_BATCH_SIZE
+    ) -> NDArray[np.int64]:
+        """Tokens int64 ``(N, P)`` of uint8 frames ``(N, H, W, 3)``, in batches, no gradients."""
+        check_frame_array(frames, self.config.hw)
+        _check_batch_size(batch_size)
+        device = module_device(self)
+        out = np.empty((frames.shape[0], self.tokens_per_frame), dtype=np.int64)
+        with torch.inference_mode():
+            for start in range(0, frames.shape[0], batch_size):
+                x = to_images(frames[start : start + batch_size], device)
+                out[start : start + batch_size] = self.encode(x).cpu().numpy()
+        return out
+
+    def decode_tokens(
+        self, tokens: NDArray[np.integer[Any]], batch_size: int = DEFAULT_BATCH_SIZE
+    ) -> NDArray[np.float32]:
+        """Frames float32 ``(N, H, W, 3)`` in [0, 1] of tokens ``(N, P)``, in batches."""
+        ids = check_token_array(tokens, self.tokens_per_frame, self.codebook_size)
+        _check_batch_size(batch_size)
+        device = module_device(self)
+        out = np.empty((ids.shape[0], *self.frame_shape), dtype=np.float32)
+        with torch.inference_mode():
+            for start in range(0, ids.shape[0], batch_size):
+                t = torch.from_numpy(ids[start : start + batch_size]).to(device)
+                out[start : start + batch_size] = self.decode(t).permute(0, 2, 3, 1).cpu().numpy()
+        return out
+
+    def save(self, directory: str | Path) -> Path:
+        """Write ``config.json`` and ``model.safetensors`` into ``directory``; returns it."""
+        return save_checkpoint(self, self.KIND, self.config, directory)
+
+    @classmethod
+    def load(cls, directory: str | Path, device: str | torch.device = "cpu") -> FrameTokenizer:
+        """A tokenizer in eval mode from a ``save``d folder; ``ValueError`` when it does not fit."""
+        config = TokenizerConfig.model_validate(read_config(directory, cls.KIND))
+        model = cls(config)
+        load_weights(model, directory)
+        return model.to(device).eval()
+
+
+def _check_batch_size(batch_size: int) -> None:
+    if batch_size < 1:
+        raise ValueError(f"batch_size: must be >= 1, got {batch_size}")
+
+
+# --------------------------------------------------------------------------------------------
+# Checkpoints (shared with the compressive tokenizer)
+
+
+def save_checkpoint(module: nn.Module, kind: str, config: BaseModel, directory: str | Path) -> Path:
+    """``config.json`` (kind, format version, config) and ``model.safetensors`` in ``directory``."""
+    from safetensors.torch import save_file
+
+    path = Path(directory)
+    path.mkdir(parents=True, exist_ok=True)
+    state = {k: v.detach().cpu().contiguous() for k, v in module.state_dict().items()}
+    save_file(state, str(path / WEIGHTS_FILE))
+    meta = {
+        "kind": kind,
+        "format_version": FORMAT_VERSION,
+        "config": config.model_dump(mode="json"),
+    }
+    (path / CONFIG_FILE).write_text(json.dumps(meta, indent=2) + "\n")
+    logger.info("saved %s (%d tensors) to %s", kind, len(state), path)
+    return path
+
+
+def read_config(directory: str | Path, kind: str) -> dict[str, Any]:
+    """The ``config`` object of ``directory/config.json``, checked to be of ``kind``."""
+    path = Path(directory) / CONFIG_FILE
+    if not path.is_file():
+        raise FileNotFoundError(f"tokenizer checkpoint: {path} is missing")
+    try:
+        meta = json.loads(path.read_text())
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"tokenizer checkpoint: {path} is not valid JSON: {exc}") from exc
+    if not isinstance(meta, dict) or meta.get("kind") != kind:
+        found = meta.get("kind") if isinstance(meta, dict) else type(meta).__name__
+        raise ValueError(f"tokenizer checkpoint: {path} holds kind {found!r}, expected {kind!r}")
+    if meta.get("format_version") != FORMAT_VERSION:
+        raise ValueError(
+            f"tokenizer checkpoint: {path} has format_version {meta.get('format_version')!r}, "
+            f"this code reads {FORMAT_VERSION}"
+        )
+    config = meta.get("config")
+    if not isinstance(config, dict):
+        raise ValueError(f"tokenizer checkpoint: {path} has no config object")
+    return config
+
+
+def load_weights(module: nn.Module, directory: str | Path) -> None:
+    """Load ``directory/model.safetensors`` into ``module``; every tensor must match exactly."""
+    from safetensors import SafetensorError
+    from safetensors.torch import load_file
+
+    path = Path(directory) / WEIGHTS_FILE
+    if not path.is_file():
+        raise FileNotFoundError(f"tokenizer checkpoint: {path} is missing")
+    try:
+        state = load_file(str(path))
+    except SafetensorError as exc:
+        raise ValueError(f"tokenizer checkpoint: {path} is not a safetensors file: {exc}") from exc
+    try:
+        module.load_state_dict(state, strict=True)
+    except RuntimeError as exc:
+        raise ValueError(
+            f"tokenizer checkpoint: {path} does not fit the config in {CONFIG_FILE}: {exc}"
+        ) from exc
