@@ -4,6 +4,7 @@
   and the policy version that produced them;
 * decoder (``DecoderService.DecodeTextBatch``): token ids to text, special tokens kept by default
   (the reference's reward manager decodes with them; the strict reward strips end-of-sequence);
+  for video (``DecodeFrames``) all samples' visual tokens in one call, frames back;
 * reward (``rlvr_world.client.AsyncRewardClient.score_batch``): one ``ScoreBatch`` per group.
 
 Each method is a single attempt (the reward client's own short retries aside); backoff across a
@@ -12,13 +13,14 @@ service restart is the caller's (``rlvr_world.orchestrator.retry``). Create insi
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import grpc
+import numpy as np
 
-from rlvr_world.client import AsyncRewardClient, RetryPolicy, verl_request
+from rlvr_world.client import AsyncRewardClient, RetryPolicy, frames_request, verl_request
 from rlvr_world.rewards.types import RewardResult
 from rlvr_world.v1 import decoder_pb2, decoder_pb2_grpc, rollout_pb2, rollout_pb2_grpc
 
@@ -33,6 +35,8 @@ class Sampling:
     top_p: float = 1.0
     top_k: int = -1
     seed: int = 0
+    ignore_eos: bool = False
+    allowed_tokens: tuple[int, int] | None = None
 
 
 class ServiceClients:
@@ -62,22 +66,32 @@ class ServiceClients:
         )
 
     async def generate(
-        self, request_id: str, prompt: str, sampling: Sampling, min_version: int = 0
+        self,
+        request_id: str,
+        prompt: str | Sequence[int],
+        sampling: Sampling,
+        min_version: int = 0,
     ) -> Any:
-        """One ``Generate`` call; returns the ``GenerateResponse``."""
-        req = rollout_pb2.GenerateRequest(
-            request_id=request_id,
-            text=prompt,
-            sampling=rollout_pb2.SamplingParams(
-                n=sampling.n,
-                temperature=sampling.temperature,
-                top_p=sampling.top_p,
-                top_k=sampling.top_k,
-                max_tokens=sampling.max_tokens,
-                seed=sampling.seed,
-            ),
-            min_policy_version=min_version,
+        """One ``Generate`` call (a text prompt or token ids); returns the ``GenerateResponse``."""
+        params = rollout_pb2.SamplingParams(
+            n=sampling.n,
+            temperature=sampling.temperature,
+            top_p=sampling.top_p,
+            top_k=sampling.top_k,
+            max_tokens=sampling.max_tokens,
+            seed=sampling.seed,
+            ignore_eos=sampling.ignore_eos,
         )
+        if sampling.allowed_tokens is not None:
+            begin, end = sampling.allowed_tokens
+            params.allowed_tokens.CopyFrom(rollout_pb2.TokenRange(begin=begin, end=end))
+        req = rollout_pb2.GenerateRequest(
+            request_id=request_id, sampling=params, min_policy_version=min_version
+        )
+        if isinstance(prompt, str):
+            req.text = prompt
+        else:
+            req.token_ids.ids.extend(int(t) for t in prompt)
         return await self._rollout.Generate(req, timeout=self.timeout_s)
 
     async def served_version(self) -> int:
@@ -97,6 +111,33 @@ class ServiceClients:
         )
         resp = await self._decoder.DecodeTextBatch(req, timeout=self.timeout_s)
         return [r.text for r in resp.responses]
+
+    async def decode_frames(self, token_ids: Sequence[Sequence[int]]) -> np.ndarray:
+        """Frames ``(len(token_ids), H, W, 3)`` float32 of the samples, one ``DecodeFrames``."""
+        flat = [int(t) for ids in token_ids for t in ids]
+        req = decoder_pb2.DecodeFramesRequest(token_ids=flat, num_frames=len(token_ids))
+        resp = await self._decoder.DecodeFrames(req, timeout=self.timeout_s)
+        t = resp.frames
+        return np.frombuffer(t.data, dtype=np.dtype(t.dtype).newbyteorder("<")).reshape(
+            tuple(t.shape)
+        )
+
+    async def score_frames(
+        self,
+        predictions: np.ndarray,
+        target: np.ndarray,
+        previous: np.ndarray | None,
+        weights: Mapping[str, float],
+        aggregation: str = "",
+    ) -> list[RewardResult]:
+        """One ``ScoreBatch``: each predicted frame (or clip) against the same ``target``."""
+        reqs = [
+            frames_request(
+                pred, target, previous, weights=weights, aggregation=aggregation, request_id=str(i)
+            )
+            for i, pred in enumerate(predictions)
+        ]
+        return await self.reward.score_batch(reqs)
 
     async def score(self, rows: Sequence[dict[str, Any]]) -> list[RewardResult]:
         """One ``ScoreBatch`` over verl-style rows (in order)."""

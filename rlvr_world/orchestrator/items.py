@@ -3,25 +3,41 @@
 An item carries everything needed to score a response through the reward service (a verl-style
 ``data_source`` / ``ground_truth`` / ``extra_info``) and, for SFT, the target text the model should
 produce. Builders cover the text game (compact or paper prompt, state-diff target, the current
-state in ``extra_info.data_state`` as the paper's rows do) and the web task (rendered diff).
-Items round-trip through JSON Lines (``save_items`` / ``load_items``). Pure: no I/O but the files.
+state in ``extra_info.data_state`` as the paper's rows do), the web task (rendered diff) and the
+video task (``video_item``: the prompt is token ids, frames and actions laid out by
+``rlvr_world.video.layout``; the true next frame and the last context frame travel as base64
+``uint8`` arrays in ``extra_info``, read back by ``video_frames``). Items round-trip through JSON
+Lines (``save_items`` / ``load_items``). Pure: no I/O but the files.
 """
 
 from __future__ import annotations
 
+import base64
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from rlvr_world.tasks.text_game import DATA_SOURCE, Transition, build_compact_prompt, to_verl_row
 
-__all__ = ["ANSWER_PREFIX", "PromptItem", "load_items", "save_items", "text_game_item", "web_item"]
+__all__ = [
+    "ANSWER_PREFIX",
+    "PromptItem",
+    "load_items",
+    "save_items",
+    "text_game_item",
+    "video_frames",
+    "video_item",
+    "web_item",
+]
 
 #: What a target answer starts with (both reward variants look for it).
 ANSWER_PREFIX = "The final answer is: "
 WEB_DATA_SOURCE = "web_agent"
+VIDEO_DATA_SOURCE = "video"
 
 
 @dataclass(frozen=True)
@@ -29,13 +45,19 @@ class PromptItem:
     """One prompt with its verifiable reference."""
 
     prompt_id: str
-    task: str  # "text_game" | "web"
+    task: str  # "text_game" | "web" | "video"
     data_source: str  # the reward dispatch key (verl's data_source)
     prompt: str
     ground_truth: str
     target: str  # the answer an SFT step trains on (no end-of-sequence text)
     extra_info: dict[str, Any] = field(default_factory=dict)
     changed: bool | None = None  # text game: the paper's gold label; None where not defined
+    prompt_token_ids: list[int] | None = None  # the prompt as ids (video); None: ``prompt`` text
+
+    @property
+    def rollout_prompt(self) -> str | list[int]:
+        """What the rollout service gets: the ids when the item has them, else the text."""
+        return self.prompt_token_ids if self.prompt_token_ids is not None else self.prompt
 
     def reward_row(self, response: str) -> dict[str, Any]:
         """The verl-style mapping the reward service scores."""
@@ -84,6 +106,60 @@ def web_item(prompt_id: str, prompt: str, rendered_diff: str) -> PromptItem:
         prompt=prompt,
         ground_truth=rendered_diff,
         target=rendered_diff,
+    )
+
+
+def _array_field(arr: np.ndarray, name: str) -> dict[str, Any]:
+    a = np.ascontiguousarray(arr)
+    if a.dtype != np.uint8 or a.ndim != 3 or a.shape[-1] != 3:
+        raise ValueError(f"{name}: need a uint8 (H, W, 3) frame, got {a.dtype} {a.shape}")
+    return {"b64": base64.b64encode(a.tobytes()).decode("ascii"), "shape": list(a.shape)}
+
+
+def _array_of(value: Any, name: str) -> np.ndarray:
+    if not isinstance(value, dict) or "b64" not in value or "shape" not in value:
+        raise ValueError(f"extra_info.{name}: missing or not a {{b64, shape}} frame")
+    shape = tuple(int(d) for d in value["shape"])
+    raw = base64.b64decode(value["b64"])
+    if len(raw) != int(np.prod(shape)):
+        raise ValueError(f"extra_info.{name}: {len(raw)} bytes do not fill shape {shape}")
+    return np.frombuffer(raw, dtype=np.uint8).reshape(shape)
+
+
+def video_item(
+    prompt_id: str,
+    prompt_token_ids: Sequence[int],
+    target_frame: np.ndarray,
+    previous_frame: np.ndarray,
+    target_tokens: Sequence[int] = (),
+) -> PromptItem:
+    """A video item: predict the next frame after the laid-out context ``prompt_token_ids``.
+
+    ``target_frame`` is the true next frame (scored against, in pixels, as the paper does),
+    ``previous_frame`` the last context frame (the repetition check); ``target_tokens`` the
+    tokenizer's codes of the true frame (for reference, e.g. MLE), stored as ``target``."""
+    return PromptItem(
+        prompt_id=prompt_id,
+        task="video",
+        data_source=VIDEO_DATA_SOURCE,
+        prompt="",
+        ground_truth="",
+        target=" ".join(str(int(t)) for t in target_tokens),
+        extra_info={
+            "target_frame": _array_field(target_frame, "target_frame"),
+            "previous_frame": _array_field(previous_frame, "previous_frame"),
+        },
+        prompt_token_ids=[int(t) for t in prompt_token_ids],
+    )
+
+
+def video_frames(item: PromptItem) -> tuple[np.ndarray, np.ndarray]:
+    """``(target_frame, previous_frame)`` of a video item, uint8 (H, W, 3); ``ValueError`` else."""
+    if item.task != "video":
+        raise ValueError(f"item {item.prompt_id}: task {item.task!r} has no frames")
+    return (
+        _array_of(item.extra_info.get("target_frame"), "target_frame"),
+        _array_of(item.extra_info.get("previous_frame"), "previous_frame"),
     )
 
 

@@ -17,6 +17,10 @@ end-of-sequence text), scores them with one ``ScoreBatch`` on the reward service
   ``latest`` is the trainer's published version (``rlvr:weights:latest``); the rollout answers
   ``FAILED_PRECONDITION`` while its weights are older, and the worker waits for the reload. With
   the stream bound (``queue max_len``) this keeps generation from running far ahead of training.
+* **Video items** (``task == "video"``): the prompt is token ids; samples are drawn with
+  ``ignore_eos`` inside ``allowed_tokens`` (the visual ids), decoded to frames by one
+  ``DecodeFrames`` call per group and scored against the item's true next frame with the
+  ``video_weights`` (e.g. L1 + ST-LPIPS) in one ``ScoreBatch``.
 * **Statuses travel as scored**: an answer the scorer could not parse is pushed with status
   ``unparseable``; whether it trains with reward 0 (the paper) is the trainer's
   ``grpo.unparseable_reward``.
@@ -43,7 +47,7 @@ from tqdm import tqdm  # type: ignore[import-untyped]
 
 from rlvr_world.client import RewardServiceUnavailable
 from rlvr_world.orchestrator.clients import Sampling, ServiceClients
-from rlvr_world.orchestrator.items import PromptItem
+from rlvr_world.orchestrator.items import PromptItem, video_frames
 from rlvr_world.orchestrator.ledger import Ledger
 from rlvr_world.orchestrator.metrics import OrchestratorMetrics
 from rlvr_world.orchestrator.retry import Backoff, RetriesExhausted, grpc_reason, retry_async
@@ -76,6 +80,14 @@ class OrchestratorConfig(BaseModel):
     )
     variant: Literal["strict", "paper"] = Field(default="strict", description="reward variant")
     reward_type: str = Field(default="binary", description="text-game reward type")
+    allowed_tokens: tuple[int, int] | None = Field(
+        default=None, description="sample only ids in [begin, end) (a video model's visual ids)"
+    )
+    ignore_eos: bool = Field(default=False, description="always sample max_tokens tokens")
+    video_weights: dict[str, float] = Field(
+        default_factory=dict,
+        description="video reward weights, metric -> weight (empty: the service's paper default)",
+    )
     attempts: int = Field(default=10, ge=1, le=1000, description="tries per stage")
     backoff_initial_s: float = Field(default=0.2, ge=0.0, le=60.0, description="first wait")
     backoff_max_s: float = Field(default=5.0, ge=0.0, le=600.0, description="longest wait")
@@ -104,6 +116,8 @@ class OrchestratorConfig(BaseModel):
             top_p=self.top_p,
             top_k=self.top_k,
             seed=self.seed + request_number,
+            ignore_eos=self.ignore_eos,
+            allowed_tokens=self.allowed_tokens,
         )
 
 
@@ -186,7 +200,9 @@ class Orchestrator:
             latest = self.latest_version()
             self.metrics.latest_version.set(latest)
             min_version = max(0, latest - self.cfg.max_staleness)
-            return self.clients.generate(key, item.prompt, self.cfg.sampling(number), min_version)
+            return self.clients.generate(
+                key, item.rollout_prompt, self.cfg.sampling(number), min_version
+            )
 
         return await self._stage("generate", key, item, call)
 
@@ -196,11 +212,10 @@ class Orchestrator:
         try:
             gen = await self._generate(key, item, number)
             ids = [list(s.token_ids) for s in gen.samples]
-            texts = await self._stage(
-                "decode", key, item, lambda: self.clients.decode(ids, self.cfg.special_tokens)
-            )
-            rows = [self._row(item, text) for text in texts]
-            results = await self._stage("score", key, item, lambda: self.clients.score(rows))
+            if item.task == "video":
+                results = await self._score_video(key, item, ids)
+            else:
+                results = await self._score_text(key, item, ids)
             group = self._group(key, item, gen, results)
             statuses = [r.status.value for r in results]
             entry_id = await self._stage(
@@ -220,6 +235,33 @@ class Orchestrator:
             return False
         self._pushed(key, item, group, entry_id, statuses)
         return True
+
+    async def _score_text(
+        self, key: str, item: PromptItem, ids: list[list[int]]
+    ) -> list[RewardResult]:
+        texts = await self._stage(
+            "decode", key, item, lambda: self.clients.decode(ids, self.cfg.special_tokens)
+        )
+        rows = [self._row(item, text) for text in texts]
+        results: list[RewardResult] = await self._stage(
+            "score", key, item, lambda: self.clients.score(rows)
+        )
+        return results
+
+    async def _score_video(
+        self, key: str, item: PromptItem, ids: list[list[int]]
+    ) -> list[RewardResult]:
+        target, previous = video_frames(item)
+        frames = await self._stage("decode", key, item, lambda: self.clients.decode_frames(ids))
+        results: list[RewardResult] = await self._stage(
+            "score",
+            key,
+            item,
+            lambda: self.clients.score_frames(
+                frames[:, None], target[None], previous, self.cfg.video_weights
+            ),
+        )
+        return results
 
     def _row(self, item: PromptItem, text: str) -> dict[str, Any]:
         row = item.reward_row(text)

@@ -16,6 +16,8 @@ from rlvr_world.cli_util import Option, add_options, given_options, module_main,
 _OPTIONS: tuple[Option, ...] = (
     ("--tokenizer", "tokenizer", str, "tokenizer directory (required here or in the env)"),
     ("--gguf-file", "gguf_file", str, "GGUF file inside the tokenizer directory"),
+    ("--video-tokenizer", "video_tokenizer", str, "video tokenizer directory (serves frames)"),
+    ("--frame-batch", "frame_batch", int, "frames per decoder forward (default 64)"),
     ("--host", "host", str, "interface to bind (default 127.0.0.1)"),
     ("--grpc-port", "grpc_port", int, "gRPC port; 0 picks a free one (default 50062)"),
     ("--max-batch", "max_batch", int, "most requests per batch call (default 4096)"),

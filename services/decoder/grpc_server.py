@@ -3,9 +3,11 @@
 ``create_server(settings, decoder)`` builds and binds a ``grpc.aio`` server (port 0 picks a free
 one) and returns it with the bound port and its health servicer. Status codes: INVALID_ARGUMENT
 for ids outside the vocabulary (naming the first, ``requests[i].token_ids[j]`` in a batch), an
-unknown ``special_tokens`` mode or a batch over ``max_batch``; UNIMPLEMENTED for ``DecodeFrames``
-(no video tokenizer is loaded: frame decoding arrives with the video world-model work). A batch is
-all-or-nothing: one bad request refuses the batch.
+unknown ``special_tokens`` mode or a batch over ``max_batch``; for ``DecodeFrames`` INVALID_ARGUMENT
+for a wrong token count, ids outside the visual codebook or context ids a per-frame tokenizer does
+not take (``services.decoder.frames``), and FAILED_PRECONDITION when the service runs without a
+video tokenizer (``video_tokenizer`` unset). A batch is all-or-nothing: one bad request refuses
+the batch.
 """
 
 from __future__ import annotations
@@ -18,24 +20,28 @@ import grpc
 from grpc_health.v1 import health
 
 from rlvr_world import grpc_common
-from rlvr_world.v1 import decoder_pb2, decoder_pb2_grpc
+from rlvr_world.v1 import common_pb2, decoder_pb2, decoder_pb2_grpc
+from services.decoder.frames import FrameDecoder
 from services.decoder.settings import DecoderSettings
 from services.decoder.text import InvalidDecodeRequest, TextDecoder
 
 log = logging.getLogger(__name__)
 SERVICE_NAME = decoder_pb2.DESCRIPTOR.services_by_name["DecoderService"].full_name
 FRAMES_UNAVAILABLE = (
-    "DecodeFrames: the video tokenizer is not loaded; this decoder serves text only "
-    "(frame decoding arrives with the video world-model tasks)"
+    "DecodeFrames: no video tokenizer is loaded; start the decoder with --video-tokenizer DIR "
+    "(RLVR_DECODER_VIDEO_TOKENIZER) to decode visual tokens"
 )
 
 
 class DecoderServicer(decoder_pb2_grpc.DecoderServiceServicer):
     """Validates and decodes with the tokenizer."""
 
-    def __init__(self, decoder: TextDecoder, settings: DecoderSettings) -> None:
+    def __init__(
+        self, decoder: TextDecoder, settings: DecoderSettings, frames: FrameDecoder | None = None
+    ) -> None:
         self.decoder = decoder
         self.settings = settings
+        self.frames = frames
 
     def _decode_batch(self, reqs: list[decoder_pb2.DecodeTextRequest]) -> list[str]:
         return [
@@ -75,24 +81,48 @@ class DecoderServicer(decoder_pb2_grpc.DecoderServiceServicer):
     async def DecodeFrames(  # noqa: N802 (gRPC method name)
         self, request: decoder_pb2.DecodeFramesRequest, context: grpc.aio.ServicerContext
     ) -> decoder_pb2.DecodeFramesResponse:
-        await context.abort(grpc.StatusCode.UNIMPLEMENTED, FRAMES_UNAVAILABLE)
-        raise AssertionError("unreachable: abort raises")
+        if self.frames is None:
+            await context.abort(grpc.StatusCode.FAILED_PRECONDITION, FRAMES_UNAVAILABLE)
+            raise AssertionError("unreachable: abort raises")
+        decoder = self.frames
+        try:
+            frames = await asyncio.get_running_loop().run_in_executor(
+                None,
+                decoder.decode,
+                list(request.token_ids),
+                request.num_frames,
+                list(request.context_token_ids),
+            )
+        except InvalidDecodeRequest as exc:
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc))
+        tensor = common_pb2.Tensor(
+            data=frames.tobytes(), shape=list(frames.shape), dtype=str(frames.dtype)
+        )
+        return decoder_pb2.DecodeFramesResponse(request_id=request.request_id, frames=tensor)
 
     async def Info(  # noqa: N802 (gRPC method name)
         self, request: decoder_pb2.DecoderInfoRequest, context: grpc.aio.ServicerContext
     ) -> decoder_pb2.DecoderInfoResponse:
-        return decoder_pb2.DecoderInfoResponse(
+        info = decoder_pb2.DecoderInfoResponse(
             tokenizer=self.decoder.name, vocab_size=self.decoder.vocab_size
         )
+        if self.frames is not None:
+            info.visual_codebook_size = self.frames.codebook_size
+            info.tokens_per_frame = self.frames.tokens_per_frame
+            info.frame_shape.extend(self.frames.frame_shape)
+        return info
 
 
 def create_server(
-    settings: DecoderSettings, decoder: TextDecoder, interceptors: tuple[Any, ...] = ()
+    settings: DecoderSettings,
+    decoder: TextDecoder,
+    interceptors: tuple[Any, ...] = (),
+    frames: FrameDecoder | None = None,
 ) -> tuple[grpc.aio.Server, int, health.aio.HealthServicer]:
     """Build and bind the gRPC server (not started); returns it, the bound port and its health."""
     server = grpc_common.new_server(settings.max_payload_bytes, interceptors)
     decoder_pb2_grpc.add_DecoderServiceServicer_to_server(  # type: ignore[no-untyped-call]
-        DecoderServicer(decoder, settings), server
+        DecoderServicer(decoder, settings, frames), server
     )
     health_servicer = grpc_common.add_health_and_reflection(server, SERVICE_NAME)
     port = grpc_common.bind(server, settings.host, settings.grpc_port)

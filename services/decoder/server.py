@@ -18,6 +18,7 @@ from grpc_health.v1 import health
 
 from rlvr_world.service_metrics import GrpcMetrics
 from rlvr_world.service_thread import serve_until_signal
+from services.decoder.frames import FrameDecoder
 from services.decoder.grpc_server import create_server, set_serving
 from services.decoder.metrics import decoder_metrics
 from services.decoder.settings import DecoderSettings
@@ -36,6 +37,7 @@ class RunningService:
     metrics: GrpcMetrics | None = None
     metrics_http: Any = None
     metrics_port: int | None = None
+    frames: FrameDecoder | None = None
 
     @property
     def grpc_address(self) -> str:
@@ -56,24 +58,44 @@ async def start_service(settings: DecoderSettings) -> RunningService:
     """Load the tokenizer, start the gRPC server; log the port."""
     loop = asyncio.get_running_loop()
     decoder = await loop.run_in_executor(None, TextDecoder, settings.tokenizer, settings.gguf_file)
+    frames = None
+    if settings.video_tokenizer is not None:
+        import torch
+
+        torch.set_num_threads(settings.torch_threads)
+        frames = await loop.run_in_executor(
+            None, FrameDecoder, settings.video_tokenizer, settings.frame_batch, settings.max_frames
+        )
     metrics = decoder_metrics()
-    server, port, health_servicer = create_server(settings, decoder, (metrics.interceptor(),))
+    server, port, health_servicer = create_server(
+        settings, decoder, (metrics.interceptor(),), frames
+    )
     metrics_http, metrics_port = None, None
     if settings.metrics_port is not None:
         metrics_http, metrics_port = metrics.start_http(settings.host, settings.metrics_port)
     await server.start()
     await set_serving(health_servicer, True)
     log.info(
-        "decoder service ready: gRPC %s:%d, metrics port %s, tokenizer %s (%d ids), "
-        "frames: not loaded",
+        "decoder service ready: gRPC %s:%d, metrics port %s, tokenizer %s (%d ids), frames: %s",
         settings.host,
         port,
         metrics_port,
         settings.tokenizer,
         decoder.vocab_size,
+        "not loaded"
+        if frames is None
+        else f"{frames.name} ({frames.codebook_size} codes, {frames.tokens_per_frame}/frame)",
     )
     return RunningService(
-        settings, decoder, server, port, health_servicer, metrics, metrics_http, metrics_port
+        settings,
+        decoder,
+        server,
+        port,
+        health_servicer,
+        metrics,
+        metrics_http,
+        metrics_port,
+        frames,
     )
 
 

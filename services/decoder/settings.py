@@ -19,6 +19,12 @@ class DecoderSettings(BaseSettings):
     gguf_file: str | None = Field(
         default=None, description="GGUF file inside the tokenizer directory"
     )
+    video_tokenizer: str | None = Field(
+        default=None, description="video tokenizer dir (serves DecodeFrames; unset: text only)"
+    )
+    frame_batch: int = Field(default=64, ge=1, le=65536, description="frames per decoder forward")
+    max_frames: int = Field(default=4096, ge=1, le=1_000_000, description="frames per request")
+    torch_threads: int = Field(default=1, ge=1, le=1024, description="torch threads for frames")
     host: str = Field(default="127.0.0.1", description="interface the gRPC server binds")
     grpc_port: int = Field(default=50062, ge=0, le=65535, description="0 picks a free port")
     metrics_port: int | None = Field(

@@ -1,5 +1,6 @@
 """Decoder service over real gRPC on loopback with a tokenizer built offline: keep/skip special
-tokens as the reference decodes, batches, refused inputs, and the not-yet-loaded frames decoder."""
+tokens as the reference decodes, batches, refused inputs, and DecodeFrames refused
+when no video tokenizer is loaded (frames are tested in test_decoder_frames.py)."""
 
 from __future__ import annotations
 
@@ -148,8 +149,8 @@ BAD = [
     pytest.param(
         "DecodeFrames",
         decoder_pb2.DecodeFramesRequest(token_ids=[1, 2, 3, 4], num_frames=1),
-        grpc.StatusCode.UNIMPLEMENTED,
-        "the video tokenizer is not loaded",
+        grpc.StatusCode.FAILED_PRECONDITION,
+        "no video tokenizer is loaded; start the decoder with --video-tokenizer",
         id="frames",
     ),
 ]
