@@ -1,0 +1,276 @@
+"""Episodes of frames and actions: loaders for the real samples, resizing, clips and splits.
+
+An :class:`Episode` holds ``frames`` uint8 (T+1, H, W, 3) and ``actions`` float32 (T, D) with
+``actions[t]`` the action that moves frame ``t`` to frame ``t + 1``. Each loader converts its file's
+own convention to that one:
+
+* PushT (``frames``, ``actions``; also this project's recordings, :mod:`rlvr_world.video.pusht`):
+  already in this convention.
+* BAIR (``image`` (T, 64, 64, 3) int64, ``action`` (T, 4)): ``action[t]`` is taken at frame ``t``;
+  the last action has no next frame and is dropped.
+* MetaWorld (``observation`` (T, 9, 64, 64) uint8 = 3 stacked RGB frames, ``action`` (T, 4)):
+  dreamer-style storage, ``action[t]`` is the action that *led to* observation ``t`` and
+  ``action[0]`` is a dummy zero. The frame is the last 3 channels; ``actions = action[1:]``.
+* RT-1 (``image`` only): no actions, so ``D = 0``.
+
+This module does no tokenization and no augmentation.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import numpy.typing as npt
+from PIL import Image
+
+logger = logging.getLogger(__name__)
+
+Frames = npt.NDArray[np.uint8]
+Actions = npt.NDArray[np.float32]
+
+
+@dataclass(frozen=True)
+class Episode:
+    """``frames`` uint8 (T+1, H, W, 3); ``actions`` float32 (T, D); ``source`` names the origin."""
+
+    frames: Frames
+    actions: Actions
+    source: str
+
+    def __post_init__(self) -> None:
+        check_frames("frames", self.frames)
+        a = self.actions
+        if not isinstance(a, np.ndarray) or a.dtype != np.float32 or a.ndim != 2:
+            raise ValueError(
+                f"actions: expected a float32 (T, D) array, got "
+                f"{getattr(a, 'dtype', type(a))} {getattr(a, 'shape', '')}"
+            )
+        if a.shape[0] != self.frames.shape[0] - 1:
+            raise ValueError(
+                f"actions: expected {self.frames.shape[0] - 1} rows for "
+                f"{self.frames.shape[0]} frames, got {a.shape[0]} ({self.source})"
+            )
+        if not np.isfinite(a).all():
+            raise ValueError(f"actions: contains NaN or inf ({self.source})")
+
+    @property
+    def length(self) -> int:
+        """Number of transitions T."""
+        return int(self.actions.shape[0])
+
+    @property
+    def action_dims(self) -> int:
+        return int(self.actions.shape[1])
+
+
+@dataclass(frozen=True)
+class Clip:
+    """Frames (L, H, W, 3) uint8 and actions (L-1, D) float32 cut from ``episode`` at ``start``."""
+
+    frames: Frames
+    actions: Actions
+    episode: int
+    start: int
+
+
+def check_frames(name: str, frames: object) -> None:
+    """Raise ValueError unless ``frames`` is a uint8 (N, H, W, 3) array with N >= 2."""
+    if not isinstance(frames, np.ndarray):
+        raise ValueError(f"{name}: expected a numpy array, got {type(frames).__name__}")
+    if frames.dtype != np.uint8:
+        raise ValueError(f"{name}: expected dtype uint8, got {frames.dtype}")
+    if frames.ndim != 4 or frames.shape[-1] != 3 or frames.shape[0] < 2:
+        raise ValueError(f"{name}: expected shape (N>=2, H, W, 3), got {frames.shape}")
+
+
+def _to_uint8(name: str, arr: npt.NDArray[np.generic]) -> Frames:
+    if arr.dtype == np.uint8:
+        return arr.astype(np.uint8, copy=False)
+    if arr.dtype.kind not in "iu":
+        raise ValueError(f"{name}: expected integer pixels, got dtype {arr.dtype}")
+    if arr.size and (int(arr.min()) < 0 or int(arr.max()) > 255):
+        raise ValueError(f"{name}: pixel values outside [0, 255]: {arr.min()}..{arr.max()}")
+    return arr.astype(np.uint8)
+
+
+def _actions(name: str, arr: npt.NDArray[np.generic]) -> Actions:
+    if arr.dtype.kind not in "fiu" or arr.ndim != 2:
+        raise ValueError(f"{name}: expected a numeric (T, D) array, got {arr.dtype} {arr.shape}")
+    out = arr.astype(np.float32)
+    if not np.isfinite(out).all():
+        raise ValueError(f"{name}: contains NaN or inf")
+    return out
+
+
+def _read(path: str | Path, keys: Sequence[str]) -> dict[str, npt.NDArray[np.generic]]:
+    with np.load(path, allow_pickle=False) as npz:
+        missing = [k for k in keys if k not in npz.files]
+        if missing:
+            raise ValueError(f"{path}: missing arrays {missing} (has {npz.files})")
+        return {k: npz[k] for k in keys}
+
+
+def load_pusht(path: str | Path) -> Episode:
+    """A PushT episode: ``frames`` (T+1, 96, 96, 3) uint8 and ``actions`` (T, 2) in [0, 512]."""
+    d = _read(path, ("frames", "actions"))
+    frames = _to_uint8("frames", d["frames"])
+    return Episode(frames, _actions("actions", d["actions"]), f"pusht:{Path(path).name}")
+
+
+def load_bair(path: str | Path) -> Episode:
+    """The BAIR sample: ``image`` (T, H, W, 3); ``action[t]`` taken at frame t, last one dropped."""
+    d = _read(path, ("image", "action"))
+    frames = _to_uint8("image", d["image"])
+    actions = _actions("action", d["action"])
+    if actions.shape[0] != frames.shape[0]:
+        raise ValueError(
+            f"action: expected one row per frame ({frames.shape[0]}), got {actions.shape[0]}"
+        )
+    return Episode(frames, actions[:-1], f"bair:{Path(path).name}")
+
+
+def load_metaworld(path: str | Path) -> Episode:
+    """A MetaWorld episode; frame = last 3 of 9 stacked channels, ``actions = action[1:]``."""
+    d = _read(path, ("observation", "action"))
+    obs = _to_uint8("observation", d["observation"])
+    if obs.ndim != 4 or obs.shape[1] != 9:
+        raise ValueError(f"observation: expected shape (T, 9, H, W), got {obs.shape}")
+    frames = np.ascontiguousarray(obs[:, 6:9].transpose(0, 2, 3, 1))
+    actions = _actions("action", d["action"])
+    if actions.shape[0] != frames.shape[0]:
+        raise ValueError(
+            f"action: expected one row per observation ({frames.shape[0]}), "
+            f"row 0 being the dummy; got {actions.shape[0]}"
+        )
+    task = Path(path).parent.name
+    return Episode(frames, actions[1:], f"metaworld:{task}/{Path(path).name}")
+
+
+def load_rt1(path: str | Path) -> Episode:
+    """The RT-1 sample: ``image`` (T, 256, 320, 3), no actions (D = 0)."""
+    d = _read(path, ("image",))
+    frames = _to_uint8("image", d["image"])
+    check_frames("image", frames)
+    actions = np.zeros((frames.shape[0] - 1, 0), dtype=np.float32)
+    return Episode(frames, actions, f"rt1:{Path(path).name}")
+
+
+def load_npz(path: str | Path) -> Episode:
+    """Pick the loader from the arrays the file holds."""
+    with np.load(path, allow_pickle=False) as npz:
+        keys = set(npz.files)
+    if {"frames", "actions"} <= keys:
+        return load_pusht(path)
+    if {"observation", "action"} <= keys:
+        return load_metaworld(path)
+    if {"image", "action"} <= keys:
+        return load_bair(path)
+    if "image" in keys:
+        return load_rt1(path)
+    raise ValueError(f"{path}: unknown episode format (arrays {sorted(keys)})")
+
+
+def load_episodes(paths: str | Path | Iterable[str | Path]) -> list[Episode]:
+    """Episodes from a folder (every ``*.npz`` below it, sorted) or from a list of files."""
+    if isinstance(paths, str | Path):
+        root = Path(paths)
+        if not root.exists():
+            raise ValueError(f"paths: {root} does not exist")
+        files = sorted(root.rglob("*.npz")) if root.is_dir() else [root]
+    else:
+        files = [Path(p) for p in paths]
+    if not files:
+        raise ValueError(f"paths: no .npz episodes found in {paths}")
+    episodes = [load_npz(f) for f in files]
+    logger.info(
+        "loaded %d episodes (%d transitions)", len(episodes), sum(e.length for e in episodes)
+    )
+    return episodes
+
+
+def resize_frames(frames: Frames, size: int | tuple[int, int]) -> Frames:
+    """Antialiased (PIL bicubic) resize of uint8 (N, H, W, 3) frames to ``size`` or ``(h, w)``."""
+    if not isinstance(frames, np.ndarray) or frames.dtype != np.uint8:
+        raise ValueError(f"frames: expected a uint8 array, got {getattr(frames, 'dtype', frames)}")
+    if frames.ndim != 4 or frames.shape[-1] != 3:
+        raise ValueError(f"frames: expected shape (N, H, W, 3), got {frames.shape}")
+    height, width = (size, size) if isinstance(size, int) else size
+    if not (isinstance(height, int) and isinstance(width, int)) or height < 1 or width < 1:
+        raise ValueError(f"size: expected positive sizes, got {size}")
+    if frames.shape[1:3] == (height, width):
+        return frames
+    out = np.empty((frames.shape[0], height, width, 3), dtype=np.uint8)
+    for i, frame in enumerate(frames):
+        img = Image.fromarray(frame).resize((width, height), Image.Resampling.BICUBIC)
+        out[i] = np.asarray(img)
+    return out
+
+
+def resize_episode(episode: Episode, size: int | tuple[int, int]) -> Episode:
+    return Episode(resize_frames(episode.frames, size), episode.actions, episode.source)
+
+
+def clips(episodes: Sequence[Episode], length: int, stride: int = 1) -> Iterator[Clip]:
+    """Every window of ``length`` frames (and the ``length - 1`` actions between them)."""
+    if length < 2:
+        raise ValueError(f"length: a clip needs at least 2 frames, got {length}")
+    if stride < 1:
+        raise ValueError(f"stride: expected >= 1, got {stride}")
+    for index, ep in enumerate(episodes):
+        for start in range(0, ep.frames.shape[0] - length + 1, stride):
+            yield Clip(
+                ep.frames[start : start + length],
+                ep.actions[start : start + length - 1],
+                index,
+                start,
+            )
+
+
+def stack_clips(items: Iterable[Clip]) -> tuple[Frames, Actions]:
+    """Stack clips into ``(N, L, H, W, 3)`` frames and ``(N, L-1, D)`` actions."""
+    batch = list(items)
+    if not batch:
+        raise ValueError("clips: nothing to stack (episodes shorter than the clip length?)")
+    shapes = {(c.frames.shape, c.actions.shape) for c in batch}
+    if len(shapes) != 1:
+        raise ValueError(f"clips: differing shapes cannot be stacked: {sorted(shapes)}")
+    return np.stack([c.frames for c in batch]), np.stack([c.actions for c in batch])
+
+
+def split_episodes(
+    episodes: Sequence[Episode], held_out: float | int, seed: int = 0
+) -> tuple[list[Episode], list[Episode]]:
+    """Split by episode (never inside one): a seeded shuffle, then ``held_out`` episodes out.
+
+    ``held_out`` is a count (int) or a fraction in (0, 1) rounded to at least one episode.
+    """
+    n = len(episodes)
+    if n < 2:
+        raise ValueError(f"episodes: need at least 2 to split, got {n}")
+    if isinstance(held_out, bool):
+        raise ValueError("held_out: expected an int count or a float fraction")
+    if isinstance(held_out, int):
+        k = held_out
+    elif 0.0 < held_out < 1.0:
+        k = max(1, round(n * held_out))
+    else:
+        raise ValueError(f"held_out: a fraction must lie in (0, 1), got {held_out}")
+    if not 1 <= k < n:
+        raise ValueError(f"held_out: {k} of {n} episodes leaves an empty side")
+    order = np.random.default_rng(seed).permutation(n)
+    held = sorted(order[:k].tolist())
+    train = sorted(order[k:].tolist())
+    return [episodes[i] for i in train], [episodes[i] for i in held]
+
+
+def all_actions(episodes: Iterable[Episode]) -> Actions:
+    """Concatenated (N, D) actions, e.g. for :meth:`ActionQuantizer.from_actions`."""
+    eps = list(episodes)
+    dims = {e.action_dims for e in eps}
+    if len(dims) != 1:
+        raise ValueError(f"episodes: differing action dimensions {sorted(dims)}")
+    return np.concatenate([e.actions for e in eps], axis=0)
