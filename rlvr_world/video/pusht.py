@@ -1,0 +1,244 @@
+"""Record PushT trajectories with ``gym-pusht`` (pymunk physics, pygame drawing, headless).
+
+Each recording has ``frames`` (T+1, 96, 96, 3) uint8 (frame 0 is the reset observation, frame t+1
+the observation after ``actions[t]``), ``actions`` (T, 2) float32 target positions in [0, 512],
+``agent_pos`` (T+1, 2), ``block_pose`` (T+1, 3) = (x, y, raw angle), ``reward`` (T,) float32 and
+``success`` (T,) bool: the format of the shared PushT samples, so :func:`rlvr_world.video.data.
+load_pusht` reads both. Episodes always run ``steps`` steps (success does not end them), so every
+recording has the same length. Episode ``i`` of a call with ``seed`` resets the simulator with
+``seed + i`` and drives its policy from ``numpy.random.default_rng([seed, i])``: deterministic.
+
+The ``noisy-scripted`` policy pushes the T block over and over: it picks a push direction (towards
+the goal pose half of the time, towards a random point inside the arena otherwise), walks round to
+the side of the block opposite that direction, pushes through the block's centre of mass for a
+random number of steps, then picks again; Gaussian noise is added to every action. ``random`` is
+a random walk of the action target, for comparison. Neither tries to solve the task.
+
+This module does no resizing or tokenization.
+"""
+
+from __future__ import annotations
+
+import importlib
+import logging
+import os
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from rlvr_world.video.data import Episode
+
+logger = logging.getLogger(__name__)
+
+POLICIES = ("noisy-scripted", "random")
+ARENA = 512.0
+GOAL = np.array([256.0, 256.0])
+MAX_MOVE = 50.0  # largest step of the action target from the agent, in arena pixels
+NOISE = 8.0
+MAX_APPROACH = 25
+
+
+@dataclass(frozen=True)
+class PushTRecording:
+    frames: npt.NDArray[np.uint8]
+    actions: npt.NDArray[np.float32]
+    agent_pos: npt.NDArray[np.float64]
+    block_pose: npt.NDArray[np.float64]
+    reward: npt.NDArray[np.float32]
+    success: npt.NDArray[np.bool_]
+    seed: int
+
+    def to_episode(self) -> Episode:
+        return Episode(self.frames, self.actions, f"pusht-sim:seed{self.seed}")
+
+    def save(self, path: str | Path) -> None:
+        np.savez_compressed(
+            path,
+            frames=self.frames,
+            actions=self.actions,
+            agent_pos=self.agent_pos,
+            block_pose=self.block_pose,
+            reward=self.reward,
+            success=self.success,
+        )
+
+
+@dataclass
+class _ScriptedPusher:
+    """State machine: approach the far side of the block, push through it, pick a new direction."""
+
+    rng: np.random.Generator
+    direction: npt.NDArray[np.float64] = field(default_factory=lambda: np.zeros(2))
+    pushing: int = 0  # steps of pushing left; 0 = approaching
+    approaching: int = 0  # steps spent approaching the current push position
+
+    def _new_direction(self, block: npt.NDArray[np.float64]) -> None:
+        if self.direction.any() and self.rng.random() < 0.6:
+            # keep pushing roughly the same way (a short walk round), unless that hits a wall
+            angle = np.arctan2(self.direction[1], self.direction[0]) + self.rng.normal(0.0, 0.7)
+            turned = np.array([np.cos(angle), np.sin(angle)])
+            ahead = block + turned * 100.0
+            if ((ahead > 80.0) & (ahead < ARENA - 80.0)).all():
+                self.direction = turned
+                self.approaching = 0
+                return
+        if self.rng.random() < 0.5:
+            target = GOAL + self.rng.normal(0.0, 20.0, size=2)
+        else:
+            target = self.rng.uniform(110.0, ARENA - 110.0, size=2)
+        delta = target - block
+        if np.linalg.norm(delta) < 30.0:  # already there: push anywhere
+            angle = self.rng.uniform(0, 2 * np.pi)
+            delta = np.array([np.cos(angle), np.sin(angle)])
+        self.direction = delta / np.linalg.norm(delta)
+        self.approaching = 0
+
+    def __call__(self, agent: npt.NDArray[np.float64], block: npt.NDArray[np.float64]) -> Any:
+        if not self.direction.any():
+            self._new_direction(block)
+        if self.pushing > 0:
+            self.pushing -= 1
+            target = block + self.direction * 60.0
+            if self.pushing == 0:
+                self._new_direction(block)
+        else:
+            self.approaching += 1
+            if self.approaching > MAX_APPROACH:  # stuck (e.g. against a wall): try another way
+                self._new_direction(block)
+            behind = np.clip(block - self.direction * 85.0, 10.0, ARENA - 10.0)
+            rel = agent - block
+            if np.dot(rel, self.direction) > -40.0 and np.linalg.norm(rel) < 110.0:
+                # on the wrong side: go round the block, not through it
+                side = np.array([-self.direction[1], self.direction[0]])
+                side = side if np.dot(rel, side) >= 0 else -side
+                target = np.clip(block + side * 100.0 - self.direction * 40.0, 10.0, ARENA - 10.0)
+            else:
+                target = behind
+            if np.linalg.norm(agent - behind) < 20.0:
+                self.pushing = int(self.rng.integers(15, 40))
+        return target
+
+
+def _limit(agent: npt.NDArray[np.float64], target: npt.NDArray[np.float64]) -> Any:
+    step = target - agent
+    norm = float(np.linalg.norm(step))
+    return agent + step * (MAX_MOVE / norm) if norm > MAX_MOVE else target
+
+
+def _make_policy(
+    name: str, rng: np.random.Generator
+) -> Callable[[npt.NDArray[np.float64], npt.NDArray[np.float64]], npt.NDArray[np.float32]]:
+    if name not in POLICIES:
+        raise ValueError(f"policy: expected one of {POLICIES}, got {name!r}")
+    scripted = _ScriptedPusher(rng)
+    walk: list[npt.NDArray[np.float64]] = []
+
+    def act(agent: npt.NDArray[np.float64], block: npt.NDArray[np.float64]) -> Any:
+        if name == "random":
+            if not walk:
+                walk.append(rng.uniform(50.0, ARENA - 50.0, size=2))
+            walk[0] = np.clip(walk[0] + rng.normal(0.0, 25.0, size=2), 0.0, ARENA)
+            target = walk[0]
+        else:
+            target = _limit(agent, scripted(agent, block))
+        noisy = target + rng.normal(0.0, NOISE, size=2)
+        return np.clip(noisy, 0.0, ARENA).astype(np.float32)
+
+    return act
+
+
+def _make_env() -> Any:
+    os.environ.setdefault("SDL_VIDEODRIVER", "dummy")
+    os.environ.setdefault("PYGAME_HIDE_SUPPORT_PROMPT", "1")
+    try:
+        module = importlib.import_module("gym_pusht.envs.pusht")
+    except ImportError as exc:  # pragma: no cover - depends on the installed extras
+        raise RuntimeError("gym-pusht is not installed: pip install 'rlvr-world[video]'") from exc
+    return module.PushTEnv(obs_type="pixels", render_mode="rgb_array")
+
+
+def _block_com(env: Any) -> npt.NDArray[np.float64]:
+    body = env.block
+    return np.array(body.local_to_world(body.center_of_gravity), dtype=np.float64)
+
+
+def _record_one(env: Any, steps: int, seed: int, index: int, policy: str) -> PushTRecording:
+    obs, _ = env.reset(seed=seed + index)
+    act = _make_policy(policy, np.random.default_rng([seed, index]))
+    frames = [obs]
+    agent_pos = [np.array(env.agent.position)]
+    block_pose = [np.array([*env.block.position, env.block.angle])]
+    actions, rewards, success = [], [], []
+    for _ in range(steps):
+        action = act(np.array(env.agent.position), _block_com(env))
+        obs, reward, _, _, info = env.step(action)
+        frames.append(obs)
+        actions.append(action)
+        rewards.append(reward)
+        success.append(bool(info["is_success"]))
+        agent_pos.append(np.array(env.agent.position))
+        block_pose.append(np.array([*env.block.position, env.block.angle]))
+    return PushTRecording(
+        frames=np.stack(frames).astype(np.uint8),
+        actions=np.stack(actions).astype(np.float32),
+        agent_pos=np.stack(agent_pos).astype(np.float64),
+        block_pose=np.stack(block_pose).astype(np.float64),
+        reward=np.asarray(rewards, dtype=np.float32),
+        success=np.asarray(success, dtype=bool),
+        seed=seed + index,
+    )
+
+
+def generate_pusht(
+    n_episodes: int, steps: int = 100, seed: int = 0, policy: str = "noisy-scripted"
+) -> list[PushTRecording]:
+    """Record ``n_episodes`` episodes of ``steps`` actions each, in memory."""
+    if n_episodes < 1:
+        raise ValueError(f"n_episodes: expected >= 1, got {n_episodes}")
+    if steps < 1:
+        raise ValueError(f"steps: expected >= 1, got {steps}")
+    _make_policy(policy, np.random.default_rng(0))  # validate the name before starting pygame
+    env = _make_env()
+    try:
+        start = time.perf_counter()
+        out = [_record_one(env, steps, seed, i, policy) for i in range(n_episodes)]
+        elapsed = time.perf_counter() - start
+    finally:
+        env.close()
+    logger.info(
+        "recorded %d PushT episodes x %d steps in %.1f s (%.2f episodes/s)",
+        n_episodes,
+        steps,
+        elapsed,
+        n_episodes / max(elapsed, 1e-9),
+    )
+    return out
+
+
+def record_pusht(
+    n_episodes: int,
+    steps: int,
+    seed: int,
+    out_dir: str | Path,
+    policy: str = "noisy-scripted",
+) -> list[Path]:
+    """Record episodes and write them as ``out_dir/ep0000.npz``, ... (numbered from 0)."""
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    paths = []
+    for i, rec in enumerate(generate_pusht(n_episodes, steps, seed, policy)):
+        path = out / f"ep{i:04d}.npz"
+        rec.save(path)
+        paths.append(path)
+    return paths
+
+
+def block_motion(recording: PushTRecording, threshold: float = 0.5) -> float:
+    """Fraction of steps in which the block's position moved more than ``threshold`` pixels."""
+    moved = np.linalg.norm(np.diff(recording.block_pose[:, :2], axis=0), axis=1) > threshold
+    return float(moved.mean())
