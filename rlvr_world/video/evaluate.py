@@ -1,0 +1,273 @@
+"""Held-out evaluation of the video world model: sample the next frame, decode, score, plot.
+
+What it does: for single-step clips ``(frames uint8 (C+1,H,W,3), actions (C,D))`` it builds the
+prompt ``[f0 a0]..[f_{C-1} a_{C-1}] BOS`` (``train_mle.encode_clips``), samples ``tokens_per_frame``
+tokens per clip with a KV cache, batched over clips, with every non-visual id masked out of the
+logits (greedy when ``temperature`` is 0, else temperature + top-k from a seeded generator; the
+reference evaluation used temperature 1, top-k 100), decodes them with the frozen
+``FrameTokenizer`` and scores them against the true frame with ``rlvr_world.rewards.video``
+(L1, MSE, PSNR, SSIM) and a perceptual scorer from ``rlvr_world.rewards.perceptual`` (ST-LPIPS by
+default: LPIPS needs ImageNet weights that are not shipped). Reported, as means over clips:
+
+* the metrics and the paper's reward ``-(L1 + perceptual)`` (``reward``);
+* ``repetition_rate``: clips whose decoded prediction copies the decoded last context frame (mean
+  absolute difference <= ``repetition_threshold``, ``rewards.video.repeated_frames``), and
+  ``token_copy_rate``: the fraction of predicted tokens equal to the last context frame's;
+* ``recon_*``: the same metrics for the true frame's own tokens (the tokenizer's ceiling), and
+  ``copy_*``: for predicting the last context frame itself (the trivial baseline).
+
+``write_grid`` writes a PNG: one row per clip, context frames | predicted | true.
+What it does not do: no multi-step rollouts (ground-truth actions between generated frames);
+no training.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+from numpy.typing import NDArray
+from pydantic import BaseModel, ConfigDict, Field
+
+from rlvr_world.rewards.video import (
+    VideoRewardConfig,
+    frame_metrics,
+    metric_losses,
+    repeated_frames,
+    validate_video,
+)
+from rlvr_world.video.train_mle import encode_clips
+from rlvr_world.video.world_model import visual_ids
+
+if TYPE_CHECKING:
+    import torch
+    from transformers import PreTrainedModel
+
+    from rlvr_world.rewards.video import PerceptualScorer
+
+log = logging.getLogger(__name__)
+
+Clip = tuple[NDArray[Any], NDArray[Any]]
+
+
+class EvalConfig(BaseModel):
+    """How to sample and score held-out clips."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    temperature: float = Field(default=1.0, ge=0, description="0 is greedy")
+    top_k: int = Field(default=100, ge=0, description="0 is off")
+    seed: int = Field(default=0, ge=0, description="sampling seed")
+    batch_size: int = Field(default=16, ge=1, description="clips generated together")
+    perceptual: str = Field(default="stlpips", description="lpips | stlpips")
+    net: str = Field(default="vgg", description="perceptual backbone: vgg | alex")
+    repetition_threshold: float = Field(default=1e-3, ge=0, description="copy test, mean |diff|")
+    grid_rows: int = Field(default=8, ge=0, description="clips drawn in the PNG grid")
+
+
+# --------------------------------------------------------------------------------------------
+# Sampling
+
+
+def restrict_logits(logits: torch.Tensor, allowed: range) -> torch.Tensor:
+    """``logits`` with every id outside ``allowed`` (a contiguous id range) set to -inf."""
+    out = logits.clone()
+    out[:, : allowed.start] = float("-inf")
+    out[:, allowed.stop :] = float("-inf")
+    return out
+
+
+def pick(
+    logits: torch.Tensor, temperature: float, top_k: int, generator: torch.Generator | None
+) -> torch.Tensor:
+    """Next ids ``(B,)``: argmax when ``temperature`` is 0, else a top-k tempered sample."""
+    import torch
+
+    if temperature == 0:
+        return logits.argmax(dim=-1)
+    scaled = logits / temperature
+    if 0 < top_k < scaled.shape[-1]:
+        kth = torch.topk(scaled, top_k, dim=-1).values[:, -1:]
+        scaled = scaled.masked_fill(scaled < kth, float("-inf"))
+    probs = torch.softmax(scaled, dim=-1)
+    return torch.multinomial(probs, 1, generator=generator).squeeze(-1)
+
+
+def sample_frames(
+    model: PreTrainedModel,
+    prompts: NDArray[np.int64],
+    n_tokens: int,
+    allowed: range,
+    cfg: EvalConfig,
+) -> NDArray[np.int64]:
+    """``(N, n_tokens)`` ids restricted to ``allowed`` after equal-length prompts ``(N, L)``."""
+    import torch
+
+    device = next(model.parameters()).device
+    generator = torch.Generator(device=device).manual_seed(cfg.seed)
+    out = np.empty((prompts.shape[0], n_tokens), dtype=np.int64)
+    model.eval()  # type: ignore[no-untyped-call]
+    with torch.inference_mode():
+        for start in range(0, prompts.shape[0], cfg.batch_size):
+            ids = torch.from_numpy(prompts[start : start + cfg.batch_size]).to(device)
+            step = model(input_ids=ids, use_cache=True)
+            cache = step.past_key_values
+            for t in range(n_tokens):
+                logits = restrict_logits(step.logits[:, -1, :].float(), allowed)
+                nxt = pick(logits, cfg.temperature, cfg.top_k, generator)
+                out[start : start + ids.shape[0], t] = nxt.cpu().numpy()
+                if t + 1 < n_tokens:
+                    step = model(input_ids=nxt[:, None], past_key_values=cache, use_cache=True)
+                    cache = step.past_key_values
+    return out
+
+
+# --------------------------------------------------------------------------------------------
+# Scoring
+
+
+def score_frames(
+    pred: NDArray[Any],
+    target: NDArray[Any],
+    config: VideoRewardConfig,
+    scorers: Mapping[str, PerceptualScorer],
+) -> dict[str, NDArray[np.float64]]:
+    """Per-clip metrics ``(N,)`` and ``reward = -sum_m w_m loss_m`` for frames ``(N, H, W, 3)``."""
+    p, t, _ = validate_video(pred, target)
+    metrics = frame_metrics(p, t, scorers)
+    losses = metric_losses(metrics, config.active())
+    loss = sum((config.weights[name] * values for name, values in losses.items()), np.zeros(len(p)))
+    return {**metrics, "reward": -loss}
+
+
+def _means(prefix: str, metrics: Mapping[str, NDArray[np.float64]]) -> dict[str, float]:
+    return {f"{prefix}{name}": float(values.mean()) for name, values in metrics.items()}
+
+
+def evaluate(
+    model: PreTrainedModel,
+    frame_tokenizer: Any,
+    clips: Sequence[Clip],
+    cfg: EvalConfig,
+    *,
+    vocab: Any,
+    quantizer: Any,
+    perceptual: PerceptualScorer | None = None,
+    out_dir: Path | None = None,
+) -> dict[str, Any]:
+    """Report dict for held-out ``clips`` (module docstring); writes ``eval.json`` and
+    ``grid.png`` into ``out_dir`` when given. ``perceptual`` defaults to ``make_perceptual``."""
+    if not clips:
+        raise ValueError("clips: empty")
+    t0 = time.perf_counter()
+    if perceptual is None:
+        from rlvr_world.rewards.perceptual import make_perceptual
+
+        device = str(next(model.parameters()).device)
+        perceptual = make_perceptual(cfg.perceptual, cfg.net, device=device)
+    config = VideoRewardConfig(weights={"l1": 1.0, perceptual.metric: 1.0}, lpips_net=cfg.net)
+    scorers = {perceptual.metric: perceptual}
+    sequences = encode_clips(clips, frame_tokenizer, quantizer, vocab)
+    per_frame = int(frame_tokenizer.tokens_per_frame)
+    prompts = np.array([s.input_ids[: s.prompt_length] for s in sequences], dtype=np.int64)
+    truth_tokens = np.array(
+        [s.input_ids[s.prompt_length : s.prompt_length + per_frame] for s in sequences]
+    )
+    last_tokens = prompts[:, -1 - per_frame - _action_dims(clips) : -1 - _action_dims(clips)]
+    t_gen = time.perf_counter()
+    pred_tokens = sample_frames(model, prompts, per_frame, visual_ids(vocab), cfg)
+    gen_s = time.perf_counter() - t_gen
+    pred = frame_tokenizer.decode_tokens(pred_tokens, batch_size=cfg.batch_size)
+    recon = frame_tokenizer.decode_tokens(truth_tokens, batch_size=cfg.batch_size)
+    last = frame_tokenizer.decode_tokens(last_tokens, batch_size=cfg.batch_size)
+    truth = np.stack([frames[-1] for frames, _ in clips])
+    model_metrics = score_frames(pred, truth, config, scorers)
+    repeats = np.array(
+        [
+            repeated_frames(
+                np.clip(pred[i : i + 1], 0, 1).astype(np.float64),
+                np.clip(last[i], 0, 1).astype(np.float64),
+                cfg.repetition_threshold,
+            )[0]
+            for i in range(len(clips))
+        ]
+    )
+    report: dict[str, Any] = {
+        "n_clips": len(clips),
+        **_means("", model_metrics),
+        "repetition_rate": float(repeats.mean()),
+        "token_copy_rate": float((pred_tokens == last_tokens).mean()),
+        **_means("recon_", score_frames(recon, truth, config, scorers)),
+        **_means("copy_", score_frames(last, truth, config, scorers)),
+        "perceptual": perceptual.metric,
+        "sampling": {"temperature": cfg.temperature, "top_k": cfg.top_k, "seed": cfg.seed},
+        "generate_s": gen_s,
+    }
+    report["seconds"] = time.perf_counter() - t0
+    report["seconds_per_clip"] = report["seconds"] / len(clips)
+    if out_dir is not None:
+        out_dir.mkdir(parents=True, exist_ok=True)
+        (out_dir / "eval.json").write_text(json.dumps(report, indent=2) + "\n")
+        rows = min(cfg.grid_rows, len(clips))
+        if rows:
+            context = [frames[:-1] for frames, _ in clips[:rows]]
+            write_grid(out_dir / "grid.png", context, pred[:rows], truth[:rows])
+    log.info("eval: %s", {k: v for k, v in report.items() if isinstance(v, float)})
+    return report
+
+
+def _action_dims(clips: Sequence[Clip]) -> int:
+    actions = clips[0][1]
+    return int(actions.shape[-1]) if actions.ndim == 2 else 0
+
+
+# --------------------------------------------------------------------------------------------
+# Plot
+
+
+def to_uint8(frames: NDArray[Any]) -> NDArray[np.uint8]:
+    """uint8 frames as they are; float frames in [0, 1] scaled and rounded."""
+    if frames.dtype == np.uint8:
+        return np.asarray(frames, dtype=np.uint8)
+    return np.asarray(np.clip(np.rint(frames * 255.0), 0, 255), dtype=np.uint8)
+
+
+def write_grid(
+    path: Path,
+    context: Sequence[NDArray[Any]],
+    predicted: NDArray[Any],
+    truth: NDArray[Any],
+    *,
+    scale: int = 2,
+    gap: int = 4,
+) -> Path:
+    """PNG: one row per clip, its context frames, then predicted, then true; a label header."""
+    from PIL import Image, ImageDraw
+
+    if not (len(context) == len(predicted) == len(truth)) or not len(truth):
+        raise ValueError("write_grid: context, predicted and truth need the same non-zero length")
+    h, w = truth.shape[1:3]
+    n_ctx = len(context[0])
+    cols = n_ctx + 2
+    cell_w, cell_h = w * scale + gap, h * scale + gap
+    header = 14
+    canvas = Image.new("RGB", (cols * cell_w + gap, header + len(truth) * cell_h + gap), "white")
+    draw = ImageDraw.Draw(canvas)
+    labels = [f"context {i}" for i in range(n_ctx)] + ["predicted", "true"]
+    for c, label in enumerate(labels):
+        draw.text((gap + c * cell_w, 1), label, fill="black")
+    for r in range(len(truth)):
+        row = [*context[r], predicted[r], truth[r]]
+        for c, frame in enumerate(row):
+            img = Image.fromarray(to_uint8(np.asarray(frame))).resize(
+                (w * scale, h * scale), Image.Resampling.NEAREST
+            )
+            canvas.paste(img, (gap + c * cell_w, header + gap + r * cell_h))
+    path.parent.mkdir(parents=True, exist_ok=True)
+    canvas.save(path)
+    return path

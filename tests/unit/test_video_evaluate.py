@@ -1,0 +1,137 @@
+"""Held-out evaluation: masked batched sampling with a KV cache, metrics and the PNG grid."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from PIL import Image
+from transformers import LlamaForCausalLM
+
+from rlvr_world.rewards.perceptual import make_perceptual
+from rlvr_world.video.actions import ActionQuantizer
+from rlvr_world.video.evaluate import (
+    EvalConfig,
+    evaluate,
+    pick,
+    restrict_logits,
+    sample_frames,
+    write_grid,
+)
+from rlvr_world.video.layout import SingleStepVocab
+from rlvr_world.video.tokenizer import FrameTokenizer, TokenizerConfig
+from rlvr_world.video.world_model import build_world_model
+
+torch.set_num_threads(1)
+
+VOCAB = SingleStepVocab(visual_codes=9, action_bins=8)
+
+
+def tiny_model() -> LlamaForCausalLM:
+    return build_world_model(VOCAB, hidden=64, layers=2, heads=4, max_len=64, seed=0)
+
+
+def test_restrict_logits_masks_outside_range() -> None:
+    logits = torch.arange(12, dtype=torch.float32).repeat(2, 1)
+    out = restrict_logits(logits, range(2, 5))
+    assert out[0].argmax().item() == 4
+    assert torch.isinf(out[:, :2]).all() and torch.isinf(out[:, 5:]).all()
+    assert torch.equal(out[:, 2:5], logits[:, 2:5])
+
+
+def test_pick_greedy_and_top_k() -> None:
+    logits = torch.tensor([[0.0, 3.0, 1.0, 2.0]])
+    assert pick(logits, 0.0, 0, None).tolist() == [1]
+    gen = torch.Generator().manual_seed(0)
+    draws = {int(pick(logits, 1.0, 2, gen)) for _ in range(50)}
+    assert draws == {1, 3}
+
+
+def test_sample_frames_greedy_matches_uncached_argmax() -> None:
+    model = tiny_model()
+    rng = np.random.default_rng(0)
+    prompts = rng.integers(0, VOCAB.size, size=(3, 10))
+    cfg = EvalConfig(temperature=0.0, batch_size=2)
+    out = sample_frames(model, prompts, 5, range(VOCAB.visual_codes), cfg)
+    assert out.shape == (3, 5)
+    ids = torch.from_numpy(prompts)
+    with torch.no_grad():
+        for _ in range(5):
+            logits = model(input_ids=ids).logits[:, -1, :]
+            nxt = restrict_logits(logits, range(VOCAB.visual_codes)).argmax(-1)
+            ids = torch.cat([ids, nxt[:, None]], dim=1)
+    assert out.tolist() == ids[:, 10:].tolist()
+
+
+def test_sample_frames_seeded_and_visual_only() -> None:
+    model = tiny_model()
+    prompts = np.full((4, 6), VOCAB.bos, dtype=np.int64)
+    cfg = EvalConfig(temperature=1.0, top_k=0, seed=3, batch_size=4)
+    a = sample_frames(model, prompts, 20, range(VOCAB.visual_codes), cfg)
+    b = sample_frames(model, prompts, 20, range(VOCAB.visual_codes), cfg)
+    assert np.array_equal(a, b)
+    assert a.min() >= 0 and a.max() < VOCAB.visual_codes
+    c = sample_frames(
+        model, prompts, 20, range(VOCAB.visual_codes), cfg.model_copy(update={"seed": 4})
+    )
+    assert not np.array_equal(a, c)
+
+
+def test_write_grid_lays_out_rows_and_columns(tmp_path: Path) -> None:
+    rng = np.random.default_rng(0)
+    context = [rng.integers(0, 255, size=(2, 8, 10, 3), dtype=np.uint8) for _ in range(3)]
+    pred = rng.random((3, 8, 10, 3)).astype(np.float32)
+    truth = rng.integers(0, 255, size=(3, 8, 10, 3), dtype=np.uint8)
+    path = write_grid(tmp_path / "g.png", context, pred, truth, scale=2, gap=4)
+    img = np.asarray(Image.open(path))
+    assert img.shape == (14 + 3 * (16 + 4) + 4, 4 * (20 + 4) + 4, 3)
+    # the true frame of row 1 (column 3) sits where the layout puts it, upscaled 2x
+    top, left = 14 + 4 + 1 * 20, 4 + 3 * 24
+    assert np.array_equal(img[top : top + 16 : 2, left : left + 20 : 2], truth[1])
+    with pytest.raises(ValueError, match="same non-zero length"):
+        write_grid(tmp_path / "h.png", context[:2], pred, truth)
+
+
+@pytest.mark.slow
+def test_evaluate_reports_metrics_baselines_and_grid(tmp_path: Path) -> None:
+    tok = FrameTokenizer(
+        TokenizerConfig(image_size=32, channels=(8, 8, 16), downsample=8, levels=(3, 3))
+    )
+    assert tok.codebook_size == VOCAB.visual_codes
+    rng = np.random.default_rng(1)
+    clips = []
+    for _ in range(5):
+        frames = rng.integers(0, 255, size=(3, 32, 32, 3), dtype=np.uint8)
+        frames[2] = frames[1]  # the true next frame repeats the last context frame
+        clips.append((frames, rng.uniform(0, 512, size=(2, 2)).astype(np.float32)))
+    quantizer = ActionQuantizer(np.array([[0.0, 512.0], [0.0, 512.0]]), bins=8)
+    perceptual = make_perceptual("stlpips", "vgg", device="cpu")
+    cfg = EvalConfig(temperature=1.0, top_k=5, seed=0, batch_size=2, grid_rows=3)
+    report = evaluate(
+        tiny_model(),
+        tok,
+        clips,
+        cfg,
+        vocab=VOCAB,
+        quantizer=quantizer,
+        perceptual=perceptual,
+        out_dir=tmp_path,
+    )
+    assert report["n_clips"] == 5 and report["perceptual"] == "stlpips"
+    for key in ("l1", "mse", "psnr", "ssim", "stlpips", "reward", "repetition_rate"):
+        assert np.isfinite(report[key]), key
+    assert report["reward"] == pytest.approx(-(report["l1"] + report["stlpips"]))
+    # the last context frame is the true frame, so "copy" equals the tokenizer's reconstruction
+    for key in ("l1", "mse", "psnr", "stlpips", "reward"):
+        assert report[f"copy_{key}"] == pytest.approx(report[f"recon_{key}"]), key
+    assert 0.0 <= report["token_copy_rate"] <= 1.0
+    assert json.loads((tmp_path / "eval.json").read_text())["n_clips"] == 5
+    grid = np.asarray(Image.open(tmp_path / "grid.png"))
+    assert grid.shape[0] == 14 + 3 * (64 + 4) + 4 and grid.shape[1] == 4 * (64 + 4) + 4
+    again = evaluate(
+        tiny_model(), tok, clips, cfg, vocab=VOCAB, quantizer=quantizer, perceptual=perceptual
+    )
+    assert again["l1"] == report["l1"]
