@@ -35,6 +35,8 @@ from rlvr_world.video.data import Episode
 
 logger = logging.getLogger(__name__)
 
+Vec = npt.NDArray[np.float64]
+Action = npt.NDArray[np.float32]
 POLICIES = ("noisy-scripted", "random")
 ARENA = 512.0
 GOAL = np.array([256.0, 256.0])
@@ -73,11 +75,11 @@ class _ScriptedPusher:
     """State machine: approach the far side of the block, push through it, pick a new direction."""
 
     rng: np.random.Generator
-    direction: npt.NDArray[np.float64] = field(default_factory=lambda: np.zeros(2))
+    direction: Vec = field(default_factory=lambda: np.zeros(2))
     pushing: int = 0  # steps of pushing left; 0 = approaching
     approaching: int = 0  # steps spent approaching the current push position
 
-    def _new_direction(self, block: npt.NDArray[np.float64]) -> None:
+    def _new_direction(self, block: Vec) -> None:
         if self.direction.any() and self.rng.random() < 0.6:
             # keep pushing roughly the same way (a short walk round), unless that hits a wall
             angle = np.arctan2(self.direction[1], self.direction[0]) + self.rng.normal(0.0, 0.7)
@@ -98,7 +100,7 @@ class _ScriptedPusher:
         self.direction = delta / np.linalg.norm(delta)
         self.approaching = 0
 
-    def __call__(self, agent: npt.NDArray[np.float64], block: npt.NDArray[np.float64]) -> Any:
+    def __call__(self, agent: Vec, block: Vec) -> Vec:
         if not self.direction.any():
             self._new_direction(block)
         if self.pushing > 0:
@@ -124,28 +126,35 @@ class _ScriptedPusher:
         return target
 
 
-def _limit(agent: npt.NDArray[np.float64], target: npt.NDArray[np.float64]) -> Any:
+def _limit(agent: Vec, target: Vec) -> Vec:
     step = target - agent
     norm = float(np.linalg.norm(step))
     return agent + step * (MAX_MOVE / norm) if norm > MAX_MOVE else target
 
 
-def _make_policy(
-    name: str, rng: np.random.Generator
-) -> Callable[[npt.NDArray[np.float64], npt.NDArray[np.float64]], npt.NDArray[np.float32]]:
+@dataclass
+class _RandomWalk:
+    """The action target drifts as a Gaussian random walk, whatever the block does."""
+
+    rng: np.random.Generator
+    position: Vec | None = None
+
+    def __call__(self, agent: Vec, block: Vec) -> Vec:
+        if self.position is None:
+            self.position = self.rng.uniform(50.0, ARENA - 50.0, size=2)
+        self.position = np.clip(self.position + self.rng.normal(0.0, 25.0, size=2), 0.0, ARENA)
+        return self.position
+
+
+def _make_policy(name: str, rng: np.random.Generator) -> Callable[[Vec, Vec], Action]:
+    """``act(agent_position, block_centre) -> action`` with Gaussian noise, in [0, 512]."""
     if name not in POLICIES:
         raise ValueError(f"policy: expected one of {POLICIES}, got {name!r}")
     scripted = _ScriptedPusher(rng)
-    walk: list[npt.NDArray[np.float64]] = []
+    walk = _RandomWalk(rng)
 
-    def act(agent: npt.NDArray[np.float64], block: npt.NDArray[np.float64]) -> Any:
-        if name == "random":
-            if not walk:
-                walk.append(rng.uniform(50.0, ARENA - 50.0, size=2))
-            walk[0] = np.clip(walk[0] + rng.normal(0.0, 25.0, size=2), 0.0, ARENA)
-            target = walk[0]
-        else:
-            target = _limit(agent, scripted(agent, block))
+    def act(agent: Vec, block: Vec) -> Action:
+        target = walk(agent, block) if name == "random" else _limit(agent, scripted(agent, block))
         noisy = target + rng.normal(0.0, NOISE, size=2)
         return np.clip(noisy, 0.0, ARENA).astype(np.float32)
 
@@ -162,7 +171,7 @@ def _make_env() -> Any:
     return module.PushTEnv(obs_type="pixels", render_mode="rgb_array")
 
 
-def _block_com(env: Any) -> npt.NDArray[np.float64]:
+def _block_com(env: Any) -> Vec:
     body = env.block
     return np.array(body.local_to_world(body.center_of_gravity), dtype=np.float64)
 
