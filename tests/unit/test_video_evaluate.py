@@ -23,6 +23,7 @@ from rlvr_world.video.evaluate import (
 )
 from rlvr_world.video.layout import SingleStepVocab
 from rlvr_world.video.tokenizer import FrameTokenizer, TokenizerConfig
+from rlvr_world.video.train_mle import encode_clips
 from rlvr_world.video.world_model import build_world_model
 
 torch.set_num_threads(1)
@@ -131,7 +132,16 @@ def test_evaluate_reports_metrics_baselines_and_grid(tmp_path: Path) -> None:
     assert json.loads((tmp_path / "eval.json").read_text())["n_clips"] == 5
     grid = np.asarray(Image.open(tmp_path / "grid.png"))
     assert grid.shape[0] == 14 + 3 * (64 + 4) + 4 and grid.shape[1] == 4 * (64 + 4) + 4
+    sequences = encode_clips(clips, tok, quantizer, VOCAB)
     again = evaluate(
-        tiny_model(), tok, clips, cfg, vocab=VOCAB, quantizer=quantizer, perceptual=perceptual
+        tiny_model(),
+        tok,
+        clips,
+        cfg.model_copy(update={"baselines": False}),
+        vocab=VOCAB,
+        quantizer=quantizer,
+        perceptual=perceptual,
+        sequences=sequences,
     )
-    assert again["l1"] == report["l1"]
+    assert again["l1"] == report["l1"] and again["reward"] == report["reward"]
+    assert "copy_l1" not in again and "recon_l1" not in again
