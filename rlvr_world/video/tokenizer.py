@@ -61,6 +61,9 @@ class TokenizerConfig(BaseModel):
         default=(8, 5, 5, 5), description="FSQ levels; codes = their product"
     )
     norm_groups: int = Field(default=8, ge=1, description="GroupNorm groups (channels must divide)")
+    input_patch: int = Field(
+        default=1, ge=1, description="pixel-unshuffle factor before the CNN (power of two)"
+    )
 
     @field_validator("levels")
     @classmethod
@@ -69,7 +72,10 @@ class TokenizerConfig(BaseModel):
 
     @model_validator(mode="after")
     def _shapes(self) -> Self:
-        check_stages(self.channels, self.downsample, self.norm_groups, "channels")
+        p = self.input_patch
+        if p & (p - 1) or self.downsample % p:
+            raise ValueError(f"input_patch: {p} must be a power of two dividing downsample")
+        check_stages(self.channels, self.downsample // p, self.norm_groups, "channels")
         for side in self.hw:
             if side < 1 or side % self.downsample:
                 raise ValueError(
@@ -300,12 +306,13 @@ class FrameTokenizer(nn.Module):
         dim = self.quantizer.dim
         args: dict[str, Any] = {
             "channels": cfg.channels,
-            "downsample": cfg.downsample,
+            "downsample": cfg.downsample // cfg.input_patch,
             "blocks": cfg.res_blocks,
             "groups": cfg.norm_groups,
         }
-        self.encoder = Encoder(c_in=3, c_out=dim, **args)
-        self.decoder = Decoder(c_in=dim, c_out=3, **args)
+        pixels = 3 * cfg.input_patch**2
+        self.encoder = Encoder(c_in=pixels, c_out=dim, **args)
+        self.decoder = Decoder(c_in=dim, c_out=pixels, **args)
 
     @property
     def codebook_size(self) -> int:
@@ -329,15 +336,15 @@ class FrameTokenizer(nn.Module):
     def quantized_latent(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """``(codes (B, d, h, w), tokens (B, P))`` of frames in [0, 1], with straight-through."""
         check_images(x, self.config.hw, "x")
-        z = self.encoder(x * 2.0 - 1.0).permute(0, 2, 3, 1)
+        x = functional.pixel_unshuffle(x * 2.0 - 1.0, self.config.input_patch)
+        z = self.encoder(x).permute(0, 2, 3, 1)
         codes, indices = self.quantizer(z)
         return codes.permute(0, 3, 1, 2), indices.flatten(1)
 
     def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """``(reconstruction (B, 3, H, W), unclamped; tokens (B, P))`` with gradients."""
         codes, tokens = self.quantized_latent(x)
-        recon: torch.Tensor = (self.decoder(codes) + 1.0) / 2.0
-        return recon, tokens
+        return self._pixels(codes), tokens
 
     def encode(self, x: torch.Tensor) -> torch.Tensor:
         """Tokens long ``(B, P)`` (row-major over the token grid) of frames ``(B, 3, H, W)``."""
@@ -347,8 +354,12 @@ class FrameTokenizer(nn.Module):
         """Frames ``(B, 3, H, W)`` clamped to [0, 1] of tokens ``(B, P)``."""
         check_token_tensor(tokens, self.tokens_per_frame, self.codebook_size, "tokens")
         codes = self.quantizer.indices_to_codes(tokens.reshape(-1, *self.grid))
-        frames: torch.Tensor = (self.decoder(codes.permute(0, 3, 1, 2)) + 1.0) / 2.0
-        return frames.clamp(0.0, 1.0)
+        return self._pixels(codes.permute(0, 3, 1, 2)).clamp(0.0, 1.0)
+
+    def _pixels(self, codes: torch.Tensor) -> torch.Tensor:
+        """Decoder output for codes ``(B, d, h, w)`` as frames in [0, 1] scale (unclamped)."""
+        out = functional.pixel_shuffle(self.decoder(codes), self.config.input_patch)
+        return (out + 1.0) / 2.0
 
     def encode_frames(
         self, frames: NDArray[np.uint8], batch_size: int = DEFAULT_BATCH_SIZE

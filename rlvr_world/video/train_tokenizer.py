@@ -25,22 +25,29 @@ import json
 import logging
 import math
 import time
-from dataclasses import asdict, dataclass
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
 from numpy.typing import NDArray
+from pydantic import BaseModel
+from torch import nn
 
 from rlvr_world.rewards.perceptual import load_stlpips
 from rlvr_world.rewards.video import frame_metrics
+from rlvr_world.video.compressive import CompressiveConfig, CompressiveTokenizer
 from rlvr_world.video.tokenizer import FrameTokenizer, TokenizerConfig, check_frame_array
 
 logger = logging.getLogger(__name__)
 
 METRICS_FILE = "metrics.json"
 GRID_FILE = "recon.png"
+#: Smallest frame side ST-LPIPS (its blur-pool padding) accepts.
+PERCEPTUAL_MIN_SIDE = 24
 #: Final learning rate as a fraction of the peak (cosine decay).
 LR_FLOOR = 0.1
 
@@ -62,6 +69,14 @@ class TrainSettings:
     #: Also measure held-out PSNR/L1 every this many steps (0: only at the end); not timed.
     eval_every: int = 0
     seed: int = 0
+
+    def check_frame_size(self, hw: tuple[int, int]) -> None:
+        """The perceptual loss needs frames of at least ``PERCEPTUAL_MIN_SIDE`` pixels."""
+        if self.perceptual_weight > 0 and min(hw) < PERCEPTUAL_MIN_SIDE:
+            raise ValueError(
+                f"perceptual_weight: ST-LPIPS needs frames of at least {PERCEPTUAL_MIN_SIDE} "
+                f"pixels a side, got {hw}; use perceptual_weight=0 for smaller frames"
+            )
 
     def __post_init__(self) -> None:
         if self.steps < 1 or self.batch_size < 1 or self.warmup_steps < 0 or self.log_every < 1:
@@ -107,15 +122,46 @@ def evaluate_tokenizer(
     model: FrameTokenizer, frames: NDArray[np.uint8], batch_size: int = 64
 ) -> dict[str, float]:
     """Held-out reconstruction metrics through tokens: means of l1, mse, psnr, ssim; code usage."""
-    was_training = model.training
-    model.eval()
-    tokens = model.encode_frames(frames, batch_size)
-    recon = model.decode_tokens(tokens, batch_size).astype(np.float64)
-    model.train(was_training)
-    metrics = frame_metrics(recon, frames.astype(np.float64) / 255.0, {})
-    out = {f"eval_{name}": float(values.mean()) for name, values in metrics.items()}
+    with _eval_mode(model):
+        tokens = model.encode_frames(frames, batch_size)
+        recon = model.decode_tokens(tokens, batch_size)
+    out = _mean_metrics(recon, frames, "eval_")
     out["eval_code_usage"] = len(np.unique(tokens)) / model.codebook_size
     return out
+
+
+def evaluate_compressive(
+    model: CompressiveTokenizer, clips: NDArray[np.uint8], batch_size: int = 16
+) -> dict[str, float]:
+    """Held-out metrics of the future frames (``eval_*``) and the context (``eval_context_*``)."""
+    with _eval_mode(model):
+        ctx, dyn = model.encode_clips(clips, batch_size)
+        recon = model.decode_clips(ctx, dyn, batch_size)
+    future = _mean_metrics(recon[:, 1:].reshape(-1, *recon.shape[2:]), _frames_of(clips[:, 1:]))
+    out = {f"eval_{k}": v for k, v in future.items()}
+    out |= _mean_metrics(recon[:, 0], clips[:, 0], "eval_context_")
+    return out
+
+
+def _frames_of(clips: NDArray[np.uint8]) -> NDArray[np.uint8]:
+    return clips.reshape(-1, *clips.shape[2:])
+
+
+def _mean_metrics(
+    recon: NDArray[np.float32], frames: NDArray[np.uint8], prefix: str = ""
+) -> dict[str, float]:
+    metrics = frame_metrics(recon.astype(np.float64), frames.astype(np.float64) / 255.0, {})
+    return {f"{prefix}{name}": float(values.mean()) for name, values in metrics.items()}
+
+
+@contextmanager
+def _eval_mode(model: nn.Module) -> Iterator[None]:
+    was_training = model.training
+    model.eval()
+    try:
+        yield
+    finally:
+        model.train(was_training)
 
 
 def train_tokenizer(
@@ -133,36 +179,129 @@ def train_tokenizer(
     ``steps`` overrides ``settings.steps``. Without ``eval_frames`` the last
     ``settings.eval_fraction`` of ``frames`` is held out. See the module docstring for the files.
     """
-    base = settings or TrainSettings()
-    settings = TrainSettings(**{**asdict(base), "steps": steps})
+    settings = replace(settings or TrainSettings(), steps=steps)
     check_frame_array(frames, cfg.hw)
+    settings.check_frame_size(cfg.hw)
     if eval_frames is None:
         train, held_out = split_frames(frames, settings.eval_fraction)
     else:
         train, held_out = frames, check_frame_array(eval_frames, cfg.hw, "eval_frames")
     torch.manual_seed(settings.seed)
     model = FrameTokenizer(cfg).to(device).train()
-    history = _optimise(model, train, held_out, settings, device)
-    metrics: dict[str, Any] = {
-        "steps": settings.steps,
+
+    def batch_loss(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        x = x.permute(0, 3, 1, 2).float().div(255.0)
+        return model(x)[0], x
+
+    history = _optimise(
+        model,
+        train,
+        batch_loss,
+        lambda: evaluate_tokenizer(model, held_out),
+        settings=settings,
+        device=device,
+    )
+    metrics = _summary(model, history, evaluate_tokenizer(model, held_out), train, held_out)
+    metrics |= {"codebook_size": model.codebook_size, "tokens_per_frame": model.tokens_per_frame}
+    return _finish(
+        model,
+        cfg,
+        settings=settings,
+        metrics=metrics,
+        shown=held_out[: settings.grid_frames],
+        out_dir=out_dir,
+    )
+
+
+def train_compressive(
+    clips: NDArray[np.uint8],
+    cfg: CompressiveConfig,
+    steps: int,
+    out_dir: str | Path,
+    *,
+    eval_clips: NDArray[np.uint8] | None = None,
+    settings: TrainSettings | None = None,
+    device: str = "cpu",
+) -> dict[str, Any]:
+    """Train a ``CompressiveTokenizer`` on uint8 clips ``(N, 1 + S, H, W, 3)`` (frame 0 = context).
+
+    Same loss, optimiser, files and hold-out rule as ``train_tokenizer``; the grid shows the first
+    held-out clip, and ``eval_*`` metrics are over the future frames.
+    """
+    settings = replace(settings or TrainSettings(), steps=steps)
+    h, w = cfg.hw
+    for name, arr in (("clips", clips), ("eval_clips", eval_clips)):
+        if arr is not None and (arr.dtype != np.uint8 or arr.ndim != 5 or arr.shape[1] < 2):
+            raise ValueError(f"{name}: expected uint8 (N, 1 + S, {h}, {w}, 3), got {arr.shape}")
+    settings.check_frame_size(cfg.hw)
+    if eval_clips is None:
+        train, held_out = split_frames(clips, settings.eval_fraction)
+    else:
+        train, held_out = clips, eval_clips
+    torch.manual_seed(settings.seed)
+    model = CompressiveTokenizer(cfg).to(device).train()
+
+    def batch_loss(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        x = x.permute(0, 1, 4, 2, 3).float().div(255.0)
+        ctx, future = model(x)
+        recon = torch.cat([ctx.unsqueeze(1), future], dim=1)
+        return recon.flatten(0, 1), x.flatten(0, 1)
+
+    history = _optimise(
+        model,
+        train,
+        batch_loss,
+        lambda: evaluate_compressive(model, held_out),
+        settings=settings,
+        device=device,
+    )
+    metrics = _summary(model, history, evaluate_compressive(model, held_out), train, held_out)
+    metrics |= {
+        "context_tokens_per_frame": model.context_tokens_per_frame,
+        "dynamics_tokens_per_frame": model.dynamics_tokens_per_frame,
+    }
+    return _finish(
+        model, cfg, settings=settings, metrics=metrics, shown=held_out[:1], out_dir=out_dir
+    )
+
+
+def _summary(
+    model: nn.Module,
+    history: list[dict[str, float]],
+    evaluation: dict[str, float],
+    train: NDArray[np.uint8],
+    held_out: NDArray[np.uint8],
+) -> dict[str, Any]:
+    return {
+        "steps": int(history[-1]["step"]),
         "train_seconds": history[-1]["seconds"],
         "final_loss": history[-1]["loss"],
-        **evaluate_tokenizer(model, held_out),
+        **evaluation,
         "n_train": int(train.shape[0]),
         "n_eval": int(held_out.shape[0]),
-        "codebook_size": model.codebook_size,
-        "tokens_per_frame": model.tokens_per_frame,
         "parameters": sum(p.numel() for p in model.parameters()),
-        "config": cfg.model_dump(mode="json"),
-        "settings": asdict(settings),
         "history": history,
     }
+
+
+def _finish(
+    model: FrameTokenizer | CompressiveTokenizer,
+    cfg: BaseModel,
+    *,
+    settings: TrainSettings,
+    metrics: dict[str, Any],
+    shown: NDArray[np.uint8],
+    out_dir: str | Path,
+) -> dict[str, Any]:
+    """Save the checkpoint, the grid and ``metrics.json`` into ``out_dir``; returns ``metrics``."""
+    metrics |= {"config": cfg.model_dump(mode="json"), "settings": asdict(settings)}
     out = Path(out_dir)
     model.save(out)
-    write_grid(model, held_out[: settings.grid_frames], out / GRID_FILE)
+    write_grid(model, shown, out / GRID_FILE)
     (out / METRICS_FILE).write_text(json.dumps(metrics, indent=2) + "\n")
     logger.info(
-        "tokenizer: %d steps in %.0f s, held-out PSNR %.2f dB, L1 %.4f",
+        "%s: %d steps in %.0f s, held-out PSNR %.2f dB, L1 %.4f",
+        model.KIND,
         settings.steps,
         metrics["train_seconds"],
         metrics["eval_psnr"],
@@ -172,13 +311,19 @@ def train_tokenizer(
 
 
 def _optimise(
-    model: FrameTokenizer,
+    model: nn.Module,
     train: NDArray[np.uint8],
-    held_out: NDArray[np.uint8],
+    batch_loss: Callable[[torch.Tensor], tuple[torch.Tensor, torch.Tensor]],
+    evaluate: Callable[[], dict[str, float]],
+    *,
     settings: TrainSettings,
     device: str,
 ) -> list[dict[str, float]]:
-    """The training loop; a ``{step, loss, l1, perceptual, seconds[, eval_*]}`` row per log."""
+    """The training loop; a ``{step, loss, l1, perceptual, seconds[, eval_*]}`` row per log.
+
+    ``batch_loss`` maps a uint8 batch (items of ``train``) to ``(reconstruction, target)`` float
+    ``(B', 3, H, W)`` in [0, 1]. ``seconds`` counts training only, not the evaluations.
+    """
     perceptual = None
     if settings.perceptual_weight > 0:
         perceptual = load_stlpips(settings.perceptual_net).to(device).requires_grad_(False)
@@ -187,11 +332,10 @@ def _optimise(
     rng = np.random.default_rng(settings.seed)
     history: list[dict[str, float]] = []
     seconds = 0.0
-    for step in range(settings.steps):
+    for step in range(1, settings.steps + 1):
         start = time.perf_counter()
         idx = np.sort(rng.choice(train.shape[0], settings.batch_size, replace=True))
-        x = torch.from_numpy(train[idx]).to(device).permute(0, 3, 1, 2).float().div(255.0)
-        recon, _ = model(x)
+        recon, x = batch_loss(torch.from_numpy(train[idx]).to(device))
         l1 = (recon - x).abs().mean()
         loss = settings.l1_weight * l1
         p_loss = torch.zeros(())
@@ -199,30 +343,33 @@ def _optimise(
             p_loss = perceptual(recon.clamp(0.0, 1.0), x, normalize=True).mean()
             loss = loss + settings.perceptual_weight * p_loss
         optimiser.zero_grad(set_to_none=True)
-        loss.backward()
+        loss.backward()  # type: ignore[no-untyped-call]
         optimiser.step()
         scheduler.step()
         seconds += time.perf_counter() - start
-        done = step + 1
-        evaluate = settings.eval_every > 0 and done % settings.eval_every == 0
-        if done % settings.log_every == 0 or done == settings.steps or evaluate:
-            row = {"step": float(done), "loss": float(loss), "l1": float(l1)}
-            row |= {"perceptual": float(p_loss), "seconds": seconds}
-            if evaluate:
-                row |= evaluate_tokenizer(model, held_out)
+        due = settings.eval_every > 0 and step % settings.eval_every == 0
+        if step % settings.log_every == 0 or step == settings.steps or due:
+            row = {"step": float(step), "loss": float(loss.detach()), "l1": float(l1.detach())}
+            row |= {"perceptual": float(p_loss.detach()), "seconds": seconds}
+            if due:
+                row |= evaluate()
             history.append(row)
-            logger.info("tokenizer step %d: %s", step + 1, row)
+            logger.info("tokenizer step %d: %s", step, row)
     return history
 
 
-def write_grid(model: FrameTokenizer, frames: NDArray[np.uint8], path: str | Path) -> Path:
-    """A PNG with ``frames`` on the top row and their token reconstructions below."""
+def write_grid(
+    model: FrameTokenizer | CompressiveTokenizer, frames: NDArray[np.uint8], path: str | Path
+) -> Path:
+    """A PNG: ``frames`` (or one clip's frames) on the top row, their reconstructions below."""
     from PIL import Image
 
-    was_training = model.training
-    model.eval()
-    recon = model.decode_tokens(model.encode_frames(frames))
-    model.train(was_training)
+    with _eval_mode(model):
+        if isinstance(model, CompressiveTokenizer):
+            recon = model.decode_clips(*model.encode_clips(frames))[0]
+            frames = frames[0]
+        else:
+            recon = model.decode_tokens(model.encode_frames(frames))
     recon_u8 = np.clip(np.round(recon * 255.0), 0, 255).astype(np.uint8)
     grid = np.concatenate(
         [np.concatenate(list(frames), axis=1), np.concatenate(list(recon_u8), axis=1)], axis=0
