@@ -15,7 +15,11 @@ from typing import Any
 
 
 def _configure(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
-    parser.add_argument("config", type=Path, help="pipeline YAML (configs/pipeline/*.yaml)")
+    parser.add_argument(
+        "config",
+        type=Path,
+        help="pipeline YAML (configs/pipeline/*.yaml; task: video runs configs/video/*.yaml)",
+    )
     parser.add_argument(
         "--set",
         dest="overrides",
@@ -48,10 +52,12 @@ def _value(text: str) -> Any:
 
 
 def run_run(args: argparse.Namespace) -> int:
-    from rlvr_world.pipeline.config import load_pipeline_config
+    from rlvr_world.pipeline.config import load_pipeline_config, read_config_mapping
     from rlvr_world.pipeline.runner import run_pipeline
 
     overrides = {k: _value(v) for k, _, v in (o.partition("=") for o in args.overrides)}
+    if read_config_mapping(args.config).get("task") == "video":
+        return run_video(args.config, overrides)
     cfg = load_pipeline_config(args.config, overrides)
     summary = run_pipeline(cfg, str(args.config))
     evals = summary.get("eval", {})
@@ -65,6 +71,23 @@ def run_run(args: argparse.Namespace) -> int:
         f"wall {summary['wall_s']:.0f}s; report: {cfg.run.run_dir / 'report.md'}"
     )
     return 0 if summary.get("trainer_exit") == 0 else 1
+
+
+def run_video(path: Path, overrides: dict[str, Any]) -> int:
+    """``task: video``: the video world model pipeline (``rlvr_world.video.pipeline``)."""
+    from rlvr_world.video.pipeline import run_video_pipeline
+    from rlvr_world.video.run_config import load_video_config
+
+    cfg = load_video_config(path, overrides)
+    summary = run_video_pipeline(cfg, str(path))
+    for name, report in summary.get("eval", {}).items():
+        print(
+            f"held-out {name}: reward {report['reward']:.4f}, L1 {report['l1']:.4f}, "
+            f"{report['perceptual']} {report[report['perceptual']]:.4f}, "
+            f"PSNR {report['psnr']:.2f} dB (n={report['n_clips']})"
+        )
+    print(f"wall {summary['wall_s']:.0f}s; report: {cfg.run.run_dir / 'report.md'}")
+    return 0 if summary.get("rl", {}).get("trainer_exit") == 0 else 1
 
 
 def main(argv: Sequence[str] | None = None) -> int:

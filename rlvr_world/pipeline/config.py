@@ -128,15 +128,26 @@ class PipelineConfig(_Section):
     run: RunSection = Field(default_factory=RunSection, description="run")
 
 
-def load_pipeline_config(path: Path, overrides: dict[str, Any] | None = None) -> PipelineConfig:
-    """Read a YAML file (``{}`` when empty), merge top-level section overrides, validate."""
-    data = yaml.safe_load(path.read_text()) or {}
-    if not isinstance(data, dict):
-        raise ValueError(f"config {path} must be a mapping at the top level")
-    for key, value in (overrides or {}).items():
+def apply_overrides(data: dict[str, Any], overrides: dict[str, Any]) -> dict[str, Any]:
+    """``data`` with each ``section.field`` override set (in place; returned for chaining)."""
+    for key, value in overrides.items():
         section, _, leaf = key.partition(".")
         node = data.setdefault(section, {})
         if not leaf or not isinstance(node, dict):
             raise ValueError(f"override {key!r} must look like section.field")
         node[leaf] = value
+    return data
+
+
+def read_config_mapping(path: Path) -> dict[str, Any]:
+    """The YAML mapping of a config file (``{}`` when empty); ``ValueError`` when not a mapping."""
+    data = yaml.safe_load(path.read_text()) or {}
+    if not isinstance(data, dict):
+        raise ValueError(f"config {path} must be a mapping at the top level")
+    return data
+
+
+def load_pipeline_config(path: Path, overrides: dict[str, Any] | None = None) -> PipelineConfig:
+    """Read a YAML file (``{}`` when empty), merge top-level section overrides, validate."""
+    data = apply_overrides(read_config_mapping(path), overrides or {})
     return PipelineConfig.model_validate(data)

@@ -36,10 +36,12 @@ def reward_spec(workers: int) -> ProcessSpec:
     return ProcessSpec("reward", argv, env=THREAD_ENV, ready=GrpcHealth(f"{HOST}:{port}"))
 
 
-def decoder_spec(tokenizer: Path) -> ProcessSpec:
+def decoder_spec(tokenizer: Path, video_tokenizer: Path | None = None) -> ProcessSpec:
     port = pick_free_port(HOST)
     argv = [sys.executable, "-m", "services.decoder", "--tokenizer", str(tokenizer)]
     argv += ["--host", HOST, "--grpc-port", str(port)]
+    if video_tokenizer is not None:
+        argv += ["--video-tokenizer", str(video_tokenizer)]
     return ProcessSpec("decoder", argv, env=THREAD_ENV, ready=GrpcHealth(f"{HOST}:{port}"))
 
 
@@ -71,11 +73,14 @@ def start_services(
     max_tokens: int,
     reward_workers: int = 1,
     timeout_s: float = 180.0,
+    video_tokenizer: Path | None = None,
 ) -> Addresses:
-    """Start reward, decoder and rollout (in that order) and return their addresses."""
+    """Start reward, decoder and rollout (in that order) and return their addresses.
+
+    ``video_tokenizer``: the decoder also serves ``DecodeFrames`` with this frame tokenizer."""
     specs = [
         reward_spec(reward_workers),
-        decoder_spec(model),
+        decoder_spec(model, video_tokenizer),
         rollout_spec(model, redis_url, max_tokens),
     ]
     for spec in specs:

@@ -1,0 +1,481 @@
+"""``rlvr-world run CONFIG`` with ``task: video``: the video world model from data to RLVR.
+
+Order (each phase logged to ``pipeline_log.jsonl`` with its seconds):
+
+1. **data**: record PushT episodes with ``gym-pusht`` (or read ``.npz`` episodes), resize, split
+   by episode into train and held-out;
+2. **tokenizer**: train the per-frame FSQ tokenizer on the train frames (L1 + ST-LPIPS) or load
+   ``tokenizer.path``; reconstructions PNG and held-out PSNR in ``tokenizer/``;
+3. **MLE**: a LLaMA-style transformer over ``[f0 a0]..[f_{C-1} a_{C-1}] BOS f_C EOS`` sequences
+   (single-step layout, actions quantised into bins from the train ranges), saved to
+   ``model/mle``, evaluated on held-out clips (``eval/mle``);
+4. **RLVR**: embedded Redis, the reward service, the decoder (with the frame tokenizer) and the
+   rollout service (the MLE model) as supervised processes; the queue-fed trainer starts from the
+   MLE weights; the orchestrator samples ``group_size`` next frames per train clip restricted to
+   the visual ids, decodes them, scores ``-(sum weight * loss)`` against the true frame and
+   pushes the groups; evaluated on the same held-out clips (``eval/rlvr``);
+5. **baseline**: continue MLE from ``model/mle`` for the wall time the RLVR phase took (same
+   machine, nothing else running), evaluated the same way (``eval/mle_continued``);
+6. **report**: ``report.md``, ``summary.json``, ``compare.png`` (context | MLE | continued MLE |
+   RLVR | true per held-out clip) and ``curves.png`` (MLE loss, GRPO reward).
+
+Held-out evaluation samples like the reference evaluation (temperature 1, top-k 100 by default)
+with a fixed seed, so the three models see the same random numbers.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import random
+import time
+from collections.abc import Iterator, Sequence
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import yaml
+from prometheus_client import CollectorRegistry
+
+from rlvr_world.orchestrator.clients import ServiceClients
+from rlvr_world.orchestrator.items import PromptItem, video_item
+from rlvr_world.orchestrator.ledger import Ledger
+from rlvr_world.orchestrator.metrics import OrchestratorMetrics
+from rlvr_world.orchestrator.worker import Orchestrator, OrchestratorConfig
+from rlvr_world.pipeline.runner import latest_version
+from rlvr_world.pipeline.stack import Addresses, start_services, trainer_spec
+from rlvr_world.queue.server import RedisHandle, start_embedded
+from rlvr_world.queue.stream import Producer, QueueMetrics, StreamNames
+from rlvr_world.supervisor import Supervisor
+from rlvr_world.video.run_config import VideoPipelineConfig
+from trainer.metrics import JsonlLog
+
+logger = logging.getLogger(__name__)
+
+Clip = tuple[np.ndarray, np.ndarray]
+#: PushT's action space: the target agent position, (x, y) in [0, 512].
+PUSHT_ACTION_RANGES = np.array([[0.0, 512.0], [0.0, 512.0]])
+
+
+def clip_pairs(episodes: Sequence[Any], length: int) -> list[Clip]:
+    """Every ``(frames (length, H, W, 3), actions (length - 1, D))`` window of the episodes."""
+    from rlvr_world.video.data import clips
+
+    return [(c.frames, c.actions) for c in clips(episodes, length)]
+
+
+def spread(items: Sequence[Any], k: int, seed: int) -> list[Any]:
+    """``k`` items drawn without replacement by a seeded shuffle (all when fewer)."""
+    order = list(range(len(items)))
+    random.Random(seed).shuffle(order)
+    return [items[i] for i in sorted(order[:k])]
+
+
+def requests_forever(items: list[PromptItem], seed: int) -> Iterator[tuple[str, PromptItem]]:
+    rng = random.Random(seed)
+    epoch = 0
+    while True:
+        order = list(items)
+        rng.shuffle(order)
+        for item in order:
+            yield f"{item.prompt_id}@{epoch}", item
+        epoch += 1
+
+
+class VideoRun:
+    """One run; ``run()`` does everything and returns the summary."""
+
+    def __init__(self, cfg: VideoPipelineConfig, config_path: str = "") -> None:
+        self.cfg, self.config_path = cfg, config_path
+        self.run_dir = cfg.run.run_dir
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        self.log = JsonlLog(self.run_dir / "pipeline_log.jsonl")
+        self.summary: dict[str, Any] = {"config": config_path, "phases_s": {}}
+
+    def _phase(self, name: str, seconds: float, fields: dict[str, Any] | None = None) -> None:
+        self.summary["phases_s"][name] = seconds
+        self.log.write(name, **{**(fields or {}), "seconds": seconds})
+        logger.info("%s done in %.1f s", name, seconds)
+
+    # ------------------------------------------------------------ 1. data
+
+    def data(self) -> tuple[list[Any], list[Any]]:
+        from rlvr_world.video.data import load_episodes, resize_episode, split_episodes
+
+        d = self.cfg.data
+        t0 = time.perf_counter()
+        if d.source == "pusht":
+            from rlvr_world.video.pusht import record_pusht
+
+            folder = self.run_dir / "data" / "pusht"
+            existing = sorted(folder.glob("ep*.npz")) if folder.is_dir() else []
+            paths = (
+                existing
+                if len(existing) == d.episodes
+                else record_pusht(d.episodes, d.steps, d.seed, folder)
+            )
+            episodes = load_episodes(paths)
+        else:
+            assert d.dir is not None
+            episodes = load_episodes(d.dir)
+        episodes = [resize_episode(e, d.image_size) for e in episodes]
+        train, test = split_episodes(episodes, d.held_out, seed=d.seed)
+        self._phase(
+            "data",
+            time.perf_counter() - t0,
+            {
+                "train_episodes": len(train),
+                "test_episodes": len(test),
+                "transitions": sum(e.length for e in episodes),
+            },
+        )
+        return train, test
+
+    # ------------------------------------------------------------ 2. tokenizer
+
+    def tokenizer(self, train: Sequence[Any], test: Sequence[Any]) -> Path:
+        t = self.cfg.tokenizer
+        if t.path is not None:
+            self.summary["tokenizer"] = {"path": str(t.path), "trained": False}
+            return t.path
+        from rlvr_world.video.tokenizer import TokenizerConfig
+        from rlvr_world.video.train_tokenizer import TrainSettings, train_tokenizer
+
+        out = self.run_dir / "tokenizer"
+        t0 = time.perf_counter()
+        frames = np.concatenate([e.frames for e in train])
+        held = np.concatenate([e.frames for e in test])
+        cfg = TokenizerConfig(
+            image_size=self.cfg.data.image_size,
+            channels=t.channels,
+            downsample=t.downsample,
+            levels=t.levels,
+        )
+        settings = TrainSettings(steps=t.steps, batch_size=t.batch_size, lr=t.lr)
+        metrics = train_tokenizer(frames, cfg, t.steps, out, eval_frames=held, settings=settings)
+        self.summary["tokenizer"] = {"path": str(out), "trained": True, **_floats(metrics)}
+        self._phase("tokenizer", time.perf_counter() - t0, _floats(metrics))
+        return out
+
+    # ------------------------------------------------------------ 3. MLE
+
+    def sequences(self, clips: Sequence[Clip], frame_tokenizer: Any, quantizer: Any) -> list[Any]:
+        from rlvr_world.video.train_mle import encode_clips
+
+        return list(encode_clips(clips, frame_tokenizer, quantizer, self.vocab))
+
+    def mle(self, sequences: Sequence[Any], quantizer: Any, tokenizer_dir: Path) -> Path:
+        import torch
+
+        from rlvr_world.video.train_mle import MLEConfig, save_checkpoint, train_mle
+        from rlvr_world.video.world_model import WorldModelSpec, build_world_model
+
+        m, c = self.cfg.mle, self.cfg.model
+        torch.set_num_threads(m.torch_threads)
+        length = len(sequences[0].input_ids)
+        model = build_world_model(
+            self.vocab, hidden=c.hidden, layers=c.layers, heads=c.heads, max_len=length + 8
+        )
+        mcfg = MLEConfig(steps=m.steps, batch_size=m.batch_size, lr=m.lr, log_every=100)
+        t0 = time.perf_counter()
+        result = train_mle(
+            model,
+            sequences,
+            mcfg,
+            pad_id=self.vocab.pad,
+            log_path=self.run_dir / "mle_log.jsonl",
+        )
+        self.spec = WorldModelSpec(
+            vocab=self.vocab,
+            tokens_per_frame=self.tokens_per_frame,
+            context_length=c.context_length,
+            action_quantizer=quantizer.to_dict(),
+            extra={"frame_tokenizer": str(tokenizer_dir)},
+        )
+        path = save_checkpoint(self.run_dir / "model" / "mle", model, self.spec, result)
+        self.summary["mle"] = result.summary()
+        self._phase("mle", time.perf_counter() - t0, dict(result.summary()))
+        return path
+
+    # ------------------------------------------------------------ 4. RLVR
+
+    def rl_items(self, clips: Sequence[Clip], sequences: Sequence[Any]) -> list[PromptItem]:
+        per = self.tokens_per_frame
+        return [
+            video_item(
+                f"clip{i:05d}",
+                seq.prompt_ids,
+                frames[-1],
+                frames[-2],
+                target_tokens=seq.response_ids[:per],
+            )
+            for i, ((frames, _), seq) in enumerate(zip(clips, sequences, strict=True))
+        ]
+
+    def trainer_yaml(self, model: Path, redis_url: str) -> Path:
+        rl = self.cfg.rl
+        cfg = {
+            "model": {"path": str(model), "temperature": rl.temperature},
+            "optim": {"lr": rl.lr},
+            "grpo": {"kl_coef": rl.kl_coef},
+            "batch": {
+                "groups_per_step": rl.groups_per_step,
+                "micro_batch_size": rl.micro_batch_size,
+            },
+            "queue": {
+                "redis_url": redis_url,
+                "max_staleness": rl.max_staleness,
+                "idle_timeout_s": self.cfg.run.trainer_idle_timeout_s,
+            },
+            "run": {
+                "run_dir": str(self.run_dir / "trainer"),
+                "total_steps": rl.steps,
+                "checkpoint_every": 1,
+                "keep_checkpoints": 2,
+                "device": "cpu",
+                "progress": False,
+            },
+        }
+        path = self.run_dir / "trainer.yaml"
+        path.write_text(yaml.safe_dump(cfg, sort_keys=False))
+        return path
+
+    def orchestrator_config(self) -> OrchestratorConfig:
+        rl = self.cfg.rl
+        return OrchestratorConfig(
+            group_size=rl.group_size,
+            max_tokens=self.tokens_per_frame,
+            temperature=rl.temperature,
+            max_inflight=rl.max_inflight,
+            max_staleness=rl.max_staleness,
+            allowed_tokens=(0, self.vocab.visual_codes),
+            ignore_eos=True,
+            video_weights=dict(rl.weights),
+            drain_s=5.0,
+        )
+
+    async def rl(self, model: Path, tokenizer_dir: Path, items: list[PromptItem]) -> Path:
+        r = self.cfg.run
+        redis = start_embedded(self.run_dir / "redis")
+        try:
+            with Supervisor(self.run_dir) as sup:
+                addrs = start_services(
+                    sup,
+                    model=model,
+                    redis_url=redis.url,
+                    max_tokens=self.tokens_per_frame,
+                    timeout_s=r.service_start_timeout_s,
+                    video_tokenizer=tokenizer_dir,
+                )
+                self.log.write("services", **asdict(addrs))
+                tpath = self.trainer_yaml(model, redis.url)
+                t0 = time.perf_counter()
+                sup.start(trainer_spec(tpath), timeout_s=r.service_start_timeout_s)
+                stats = await self._orchestrate(sup, addrs, redis, items)
+                code = sup.get("trainer").popen.wait()
+                seconds = time.perf_counter() - t0
+        finally:
+            redis.close()
+        final = self._final_checkpoint()
+        fields = {
+            "trainer_exit": code,
+            "pushed": stats.pushed,
+            "failed": stats.failed,
+            "samples": stats.samples,
+            "samples_per_s": stats.samples / max(seconds, 1e-9),
+            "checkpoint": str(final),
+        }
+        self.summary["rl"] = {"seconds": seconds, **fields}
+        self._phase("rl", seconds, fields)
+        if code != 0:
+            raise RuntimeError(f"trainer exited with {code}; see {self.run_dir}/logs/trainer.log")
+        return final
+
+    async def _orchestrate(
+        self, sup: Supervisor, addrs: Addresses, redis: RedisHandle, items: list[PromptItem]
+    ) -> Any:
+        rl = self.cfg.rl
+        clients = ServiceClients(addrs.rollout, addrs.decoder, addrs.reward)
+        registry = CollectorRegistry()
+        max_len = rl.groups_per_step * max(1, rl.max_staleness)
+        producer = Producer(redis.client, StreamNames(), max_len, QueueMetrics(registry))
+        ledger = Ledger(self.run_dir / "ledger.jsonl")
+        orch = Orchestrator(
+            self.orchestrator_config(),
+            clients,
+            producer=producer,
+            ledger=ledger,
+            metrics=OrchestratorMetrics(registry),
+            latest_version=lambda: latest_version(redis),
+            progress=self.cfg.run.progress,
+        )
+        try:
+            return await orch.run(
+                requests_forever(items, self.cfg.data.seed),
+                stop=lambda: not sup.alive("trainer"),
+                total=rl.steps * rl.groups_per_step,
+            )
+        finally:
+            ledger.close()
+            await clients.close()
+
+    def _final_checkpoint(self) -> Path:
+        from trainer.checkpoint import latest_checkpoint
+
+        path = latest_checkpoint(self.run_dir / "trainer")
+        if path is None:
+            raise RuntimeError(f"the trainer wrote no checkpoint under {self.run_dir}/trainer")
+        return path
+
+    # ------------------------------------------------------------ 5. baseline
+
+    def baseline(self, mle_dir: Path, sequences: Sequence[Any], seconds: float) -> Path:
+        import torch
+
+        from rlvr_world.video.train_mle import MLEConfig, save_checkpoint, train_mle
+        from rlvr_world.video.world_model import load_world_model
+
+        torch.set_num_threads(self.cfg.mle.torch_threads)
+        model, spec = load_world_model(mle_dir)
+        start = self.cfg.mle.steps
+        cfg = MLEConfig(
+            steps=start + 10_000_000,
+            time_budget_s=seconds,
+            batch_size=self.cfg.mle.batch_size,
+            lr=self.cfg.baseline.lr,
+            schedule="constant",
+            warmup_steps=0,
+            seed=self.cfg.data.seed + 1,
+            log_every=100,
+        )
+        result = train_mle(
+            model,
+            sequences,
+            cfg,
+            pad_id=self.vocab.pad,
+            log_path=self.run_dir / "mle_continued_log.jsonl",
+            resume=mle_dir,
+        )
+        path = save_checkpoint(self.run_dir / "model" / "mle_continued", model, spec, result)
+        self.summary["baseline"] = {"budget_s": seconds, **result.summary()}
+        self._phase("baseline", result.seconds, {"budget_s": seconds, **result.summary()})
+        return path
+
+    # ------------------------------------------------------------ evaluation
+
+    def evaluate(
+        self, name: str, weights: Path, clips: Sequence[Clip], frame_tokenizer: Any
+    ) -> Any:
+        import torch
+        from transformers import AutoModelForCausalLM
+
+        from rlvr_world.video.evaluate import EvalConfig, evaluate
+
+        e = self.cfg.eval
+        torch.set_num_threads(self.cfg.mle.torch_threads)
+        model = AutoModelForCausalLM.from_pretrained(str(weights), dtype=torch.float32)
+        model.eval()  # type: ignore[no-untyped-call]
+        cfg = EvalConfig(temperature=e.temperature, top_k=e.top_k, seed=e.seed, grid_rows=0)
+        t0 = time.perf_counter()
+        report = evaluate(
+            model,
+            frame_tokenizer,
+            clips,
+            cfg,
+            vocab=self.vocab,
+            quantizer=self.quantizer,
+            out_dir=self.run_dir / "eval" / name,
+        )
+        self.summary.setdefault("eval", {})[name] = report
+        self._phase(f"eval_{name}", time.perf_counter() - t0)
+        return report
+
+    def report(self, clips: Sequence[Clip], frame_tokenizer: Any) -> Path:
+        from rlvr_world.video.report import (
+            predicted_frames,
+            write_compare,
+            write_curves,
+            write_video_report,
+        )
+
+        rows = list(clips[: self.cfg.eval.grid_rows])
+        models = {"mle": self.run_dir / "model" / "mle"}
+        if "mle_continued" in self.summary.get("eval", {}):
+            models["mle_continued"] = self.run_dir / "model" / "mle_continued"
+        if "rl" in self.summary:
+            models["rlvr"] = Path(self.summary["rl"]["checkpoint"])
+        preds = {
+            name: predicted_frames(
+                path,
+                rows,
+                frame_tokenizer,
+                vocab=self.vocab,
+                quantizer=self.quantizer,
+                cfg=self.cfg.eval,
+            )
+            for name, path in models.items()
+        }
+        extras = [write_compare(self.run_dir / "compare.png", rows, preds)]
+        curves = write_curves(self.run_dir)
+        if curves is not None:
+            extras.append(curves)
+        recon = Path(self.summary.get("tokenizer", {}).get("path", "")) / "recon.png"
+        if recon.is_file():
+            extras.append(recon)
+        return write_video_report(self.run_dir, self.summary, [str(e) for e in extras])
+
+    # ------------------------------------------------------------ all
+
+    async def run_async(self) -> dict[str, Any]:
+        import torch
+
+        from rlvr_world.video.actions import ActionQuantizer
+        from rlvr_world.video.data import all_actions
+        from rlvr_world.video.layout import SingleStepVocab
+        from rlvr_world.video.tokenizer import FrameTokenizer
+
+        t0 = time.perf_counter()
+        c = self.cfg
+        train, test = self.data()
+        tokenizer_dir = self.tokenizer(train, test)
+        torch.set_num_threads(c.mle.torch_threads)
+        frame_tokenizer = FrameTokenizer.load(tokenizer_dir)
+        self.tokens_per_frame = int(frame_tokenizer.tokens_per_frame)
+        self.vocab = SingleStepVocab(
+            visual_codes=int(frame_tokenizer.codebook_size), action_bins=c.model.action_bins
+        )
+        if c.data.source == "pusht":  # the action space's own bounds, as RT-1's dataset ranges
+            self.quantizer = ActionQuantizer(PUSHT_ACTION_RANGES, c.model.action_bins)
+        else:
+            self.quantizer = ActionQuantizer.from_actions(all_actions(train), c.model.action_bins)
+        length = c.model.context_length + 1
+        train_clips = clip_pairs(train, length)
+        test_clips = spread(clip_pairs(test, length), c.eval.clips, c.eval.seed)
+        t1 = time.perf_counter()
+        train_seqs = self.sequences(train_clips, frame_tokenizer, self.quantizer)
+        self._phase("encode", time.perf_counter() - t1, {"clips": len(train_clips)})
+        mle_dir = self.mle(train_seqs, self.quantizer, tokenizer_dir)
+        self.evaluate("mle", mle_dir, test_clips, frame_tokenizer)
+        items = self.rl_items(train_clips, train_seqs)
+        rl_ckpt = await self.rl(mle_dir, tokenizer_dir, items)
+        self.evaluate("rlvr", rl_ckpt, test_clips, frame_tokenizer)
+        if c.baseline.enabled:
+            cont = self.baseline(mle_dir, train_seqs, float(self.summary["rl"]["seconds"]))
+            self.evaluate("mle_continued", cont, test_clips, frame_tokenizer)
+        self.summary["wall_s"] = time.perf_counter() - t0
+        self.report(test_clips, frame_tokenizer)
+        (self.run_dir / "summary.json").write_text(json.dumps(self.summary, indent=2, default=str))
+        self.log.write("end", wall_s=self.summary["wall_s"])
+        self.log.close()
+        return self.summary
+
+
+def _floats(d: dict[str, Any]) -> dict[str, float]:
+    return {k: float(v) for k, v in d.items() if isinstance(v, int | float)}
+
+
+def run_video_pipeline(cfg: VideoPipelineConfig, config_path: str = "") -> dict[str, Any]:
+    """Run the video pipeline (module docstring); returns the summary (also ``summary.json``)."""
+    return asyncio.run(VideoRun(cfg, config_path).run_async())

@@ -1,0 +1,135 @@
+"""Configuration of ``rlvr-world run CONFIG`` for ``task: video``: one pydantic model from YAML.
+
+Sections: ``data`` (record PushT with ``gym-pusht`` or read ``.npz`` episodes), ``tokenizer``
+(train one or load ``path``), ``model`` (the transformer's size and layout), ``mle`` (pre-training),
+``rl`` (GRPO through the services), ``baseline`` (continue MLE for the RL phase's wall time),
+``eval`` (held-out sampling) and ``run``. Every field has bounds; unknown fields are refused.
+``configs/video/pusht_tiny.yaml`` is the CPU demo, ``configs/video/rt1_paper.yaml`` the paper size.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Literal, Self
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from rlvr_world.pipeline.config import apply_overrides, read_config_mapping
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class VideoData(_Section):
+    """Episodes: recorded here with ``gym-pusht`` (``source: pusht``) or read from ``dir``."""
+
+    source: Literal["pusht", "npz"] = Field(default="pusht", description="record or read")
+    dir: Path | None = Field(default=None, description="folder of .npz episodes (source npz)")
+    episodes: int = Field(default=48, ge=2, le=100_000, description="PushT episodes to record")
+    steps: int = Field(default=60, ge=2, le=100_000, description="actions per PushT episode")
+    held_out: int = Field(default=8, ge=1, le=100_000, description="held-out episodes")
+    image_size: int = Field(default=64, ge=8, le=1024, description="frames resized to this side")
+    seed: int = Field(default=0, ge=0, description="recording and split seed")
+
+    @model_validator(mode="after")
+    def _source(self) -> Self:
+        if self.source == "npz" and self.dir is None:
+            raise ValueError("data.dir: required when data.source is npz")
+        if self.held_out >= self.episodes and self.source == "pusht":
+            raise ValueError("data.held_out: must be fewer than data.episodes")
+        return self
+
+
+class VideoTokenizerSection(_Section):
+    """The frozen frame tokenizer: trained here (``steps``) or loaded from ``path``."""
+
+    path: Path | None = Field(default=None, description="a saved FrameTokenizer directory")
+    channels: tuple[int, ...] = Field(default=(32, 64, 128), description="encoder stages")
+    downsample: int = Field(default=8, ge=1, le=64, description="tokens per side = size / this")
+    levels: tuple[int, ...] = Field(default=(8, 5, 5, 5), description="FSQ levels")
+    steps: int = Field(default=600, ge=1, le=10_000_000, description="training steps")
+    batch_size: int = Field(default=16, ge=1, le=4096, description="frames per step")
+    lr: float = Field(default=2e-3, gt=0.0, le=1.0, description="peak learning rate")
+
+
+class VideoModelSection(_Section):
+    """The LLaMA-style transformer over frame and action tokens (single-step layout)."""
+
+    context_length: int = Field(default=2, ge=1, le=64, description="context frames")
+    hidden: int = Field(default=256, ge=16, le=16384, description="hidden size")
+    layers: int = Field(default=4, ge=1, le=128, description="decoder layers")
+    heads: int = Field(default=4, ge=1, le=256, description="attention heads")
+    action_bins: int = Field(default=256, ge=2, le=65536, description="bins per action dim")
+    seed: int = Field(default=0, ge=0, description="initialisation seed")
+
+
+class VideoMle(_Section):
+    """MLE pre-training of the transformer (teacher forcing on the next frame's tokens)."""
+
+    steps: int = Field(default=1500, ge=1, le=10_000_000, description="optimizer steps")
+    batch_size: int = Field(default=16, ge=1, le=4096, description="sequences per step")
+    lr: float = Field(default=1e-3, gt=0.0, le=1.0, description="peak learning rate")
+    torch_threads: int = Field(default=2, ge=1, le=512, description="threads (nothing else runs)")
+
+
+class VideoRl(_Section):
+    """GRPO through the rollout, decoder and reward services and the queue-fed trainer."""
+
+    group_size: int = Field(default=8, ge=2, le=1024, description="samples per prompt (G)")
+    steps: int = Field(default=60, ge=1, le=1_000_000, description="trainer optimizer steps")
+    groups_per_step: int = Field(default=4, ge=1, le=100_000, description="groups per step")
+    micro_batch_size: int = Field(default=16, ge=1, le=100_000, description="samples/backward")
+    lr: float = Field(default=5e-5, gt=0.0, le=1.0, description="GRPO learning rate")
+    kl_coef: float = Field(default=0.0, ge=0.0, le=100.0, description="KL loss beta")
+    temperature: float = Field(default=1.0, gt=0.0, le=10.0, description="sampling temperature")
+    max_staleness: int = Field(default=2, ge=1, le=1_000_000, description="versions of lag")
+    max_inflight: int = Field(default=2, ge=1, le=1000, description="prompts in flight")
+    weights: dict[str, float] = Field(
+        default_factory=lambda: {"l1": 1.0, "stlpips": 1.0},
+        description="reward = -(sum weight * loss); the paper's is l1 + lpips",
+    )
+
+
+class VideoBaseline(_Section):
+    """The control: continue MLE from the same checkpoint for the RL phase's wall time."""
+
+    enabled: bool = Field(default=True, description="run the continued-MLE control")
+    lr: float = Field(default=1e-4, gt=0.0, le=1.0, description="learning rate (constant)")
+
+
+class VideoEval(_Section):
+    """Held-out next-frame prediction: sampled like the reference evaluation."""
+
+    clips: int = Field(default=64, ge=1, le=1_000_000, description="held-out clips")
+    temperature: float = Field(default=1.0, ge=0.0, le=10.0, description="0 is greedy")
+    top_k: int = Field(default=100, ge=0, le=1_000_000, description="0 is off")
+    seed: int = Field(default=0, ge=0, description="sampling seed")
+    grid_rows: int = Field(default=6, ge=1, le=64, description="clips drawn in the PNG grids")
+
+
+class VideoRunSection(_Section):
+    run_dir: Path = Field(default=Path("runs/video_pusht"), description="everything written")
+    service_start_timeout_s: float = Field(default=180.0, gt=0.0, le=3600.0, description="boot")
+    trainer_idle_timeout_s: float = Field(default=120.0, gt=0.0, le=86_400.0, description="idle")
+    progress: bool = Field(default=True, description="tqdm progress bars")
+
+
+class VideoPipelineConfig(_Section):
+    """The whole video run (module docstring)."""
+
+    task: Literal["video"] = Field(default="video", description="the world-model task")
+    data: VideoData = Field(default_factory=VideoData)
+    tokenizer: VideoTokenizerSection = Field(default_factory=VideoTokenizerSection)
+    model: VideoModelSection = Field(default_factory=VideoModelSection)
+    mle: VideoMle = Field(default_factory=VideoMle)
+    rl: VideoRl = Field(default_factory=VideoRl)
+    baseline: VideoBaseline = Field(default_factory=VideoBaseline)
+    eval: VideoEval = Field(default_factory=VideoEval)
+    run: VideoRunSection = Field(default_factory=VideoRunSection)
+
+
+def load_video_config(path: Path, overrides: dict[str, Any] | None = None) -> VideoPipelineConfig:
+    """Read ``path`` (YAML), apply ``section.field`` overrides, validate."""
+    data = apply_overrides(read_config_mapping(path), overrides or {})
+    return VideoPipelineConfig.model_validate(data)
