@@ -41,7 +41,7 @@ from rlvr_world.rewards.video import (
     repeated_frames,
     validate_video,
 )
-from rlvr_world.video.train_mle import encode_clips
+from rlvr_world.video.train_mle import clip_arrays, encode_clips
 from rlvr_world.video.world_model import visual_ids
 
 if TYPE_CHECKING:
@@ -52,7 +52,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-Clip = tuple[NDArray[Any], NDArray[Any]]
+Clip = Any  # rlvr_world.video.data.Clip, or a (frames, actions) pair
 
 
 class EvalConfig(BaseModel):
@@ -167,6 +167,7 @@ def evaluate(
     ``sequences`` (``encode_clips`` of the same clips) skips re-encoding them on every call."""
     if not clips:
         raise ValueError("clips: empty")
+    arrays = [clip_arrays(c) for c in clips]
     t0 = time.perf_counter()
     if perceptual is None:
         from rlvr_world.rewards.perceptual import make_perceptual
@@ -184,13 +185,14 @@ def evaluate(
     truth_tokens = np.array(
         [s.input_ids[s.prompt_length : s.prompt_length + per_frame] for s in sequences]
     )
-    last_tokens = prompts[:, -1 - per_frame - _action_dims(clips) : -1 - _action_dims(clips)]
+    dims = int(arrays[0][1].shape[-1]) if arrays[0][1].ndim == 2 else 0
+    last_tokens = prompts[:, -1 - per_frame - dims : -1 - dims]
     t_gen = time.perf_counter()
     pred_tokens = sample_frames(model, prompts, per_frame, visual_ids(vocab), cfg)
     gen_s = time.perf_counter() - t_gen
     pred = frame_tokenizer.decode_tokens(pred_tokens, batch_size=cfg.batch_size)
     last = frame_tokenizer.decode_tokens(last_tokens, batch_size=cfg.batch_size)
-    truth = np.stack([frames[-1] for frames, _ in clips])
+    truth = np.stack([frames[-1] for frames, _ in arrays])
     model_metrics = score_frames(pred, truth, config, scorers)
     repeats = np.array(
         [
@@ -222,15 +224,10 @@ def evaluate(
         (out_dir / "eval.json").write_text(json.dumps(report, indent=2) + "\n")
         rows = min(cfg.grid_rows, len(clips))
         if rows:
-            context = [frames[:-1] for frames, _ in clips[:rows]]
+            context = [frames[:-1] for frames, _ in arrays[:rows]]
             write_grid(out_dir / "grid.png", context, pred[:rows], truth[:rows])
     log.info("eval: %s", {k: v for k, v in report.items() if isinstance(v, float)})
     return report
-
-
-def _action_dims(clips: Sequence[Clip]) -> int:
-    actions = clips[0][1]
-    return int(actions.shape[-1]) if actions.ndim == 2 else 0
 
 
 # --------------------------------------------------------------------------------------------

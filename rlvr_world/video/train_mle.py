@@ -268,26 +268,36 @@ def load_train_state(folder: Path, optimizer: torch.optim.Optimizer) -> int:
     return int(state["step"])
 
 
+def clip_arrays(clip: Any) -> tuple[np.ndarray, np.ndarray]:
+    """``(frames, actions)`` of a ``data.Clip`` or of a ``(frames, actions)`` pair."""
+    if hasattr(clip, "frames") and hasattr(clip, "actions"):
+        return np.asarray(clip.frames), np.asarray(clip.actions)
+    frames, actions = clip
+    return np.asarray(frames), np.asarray(actions)
+
+
 def encode_clips(
-    clips: Sequence[tuple[np.ndarray, np.ndarray]],
+    clips: Sequence[Any],
     tokenizer: Any,
     quantizer: Any,
     vocab: Any,
     *,
     batch_size: int = 64,
 ) -> list[Any]:
-    """Single-step ``Sequence``s of clips ``(frames uint8 (C+1,H,W,3), actions (C,D))``.
+    """Single-step ``Sequence``s of clips (``data.Clip`` or pairs ``(frames uint8 (C+1,H,W,3),
+    actions (C,D))``).
 
     ``tokenizer`` is a ``FrameTokenizer`` (``encode_frames``), ``quantizer`` an ``ActionQuantizer``
     or None when the clips have no actions (D = 0)."""
     layout = importlib.import_module("rlvr_world.video.layout")
     if not clips:
         return []
-    frames = np.concatenate([f for f, _ in clips])
+    arrays = [clip_arrays(c) for c in clips]
+    frames = np.concatenate([f for f, _ in arrays])
     tokens = tokenizer.encode_frames(frames, batch_size=batch_size)
     out = []
     at = 0
-    for frames_i, actions_i in clips:
+    for frames_i, actions_i in arrays:
         n = frames_i.shape[0]
         bins = (
             quantizer.tokens(actions_i)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import numpy as np
@@ -12,6 +13,7 @@ from PIL import Image
 from transformers import LlamaForCausalLM
 
 from rlvr_world.rewards.perceptual import make_perceptual
+from rlvr_world.video import data
 from rlvr_world.video.actions import ActionQuantizer
 from rlvr_world.video.evaluate import (
     EvalConfig,
@@ -23,8 +25,10 @@ from rlvr_world.video.evaluate import (
 )
 from rlvr_world.video.layout import SingleStepVocab
 from rlvr_world.video.tokenizer import FrameTokenizer, TokenizerConfig
-from rlvr_world.video.train_mle import encode_clips
-from rlvr_world.video.world_model import build_world_model
+from rlvr_world.video.train_mle import MLEConfig, encode_clips, save_checkpoint, train_mle
+from rlvr_world.video.world_model import WorldModelSpec, build_world_model, load_world_model
+from services.rollout.engine import SamplingParams
+from services.rollout.transformers_engine import TransformersEngine
 
 torch.set_num_threads(1)
 
@@ -145,3 +149,43 @@ def test_evaluate_reports_metrics_baselines_and_grid(tmp_path: Path) -> None:
     )
     assert again["l1"] == report["l1"] and again["reward"] == report["reward"]
     assert "copy_l1" not in again and "recon_l1" not in again
+
+
+@pytest.mark.slow
+def test_real_pusht_clips_train_save_serve_and_evaluate(tmp_path: Path) -> None:
+    """data.Clip objects from the real PushT sample through MLE, the engine and evaluation."""
+    shared = os.environ.get("RLVR_SHARED_DIR")
+    if not shared:
+        pytest.skip("RLVR_SHARED_DIR not set: needs data/video/pusht from the shared folder")
+    folder = Path(shared) / "data" / "video" / "pusht"
+    paths = sorted(folder.glob("*.npz"))[:2]
+    episodes = [data.resize_episode(e, 32) for e in data.load_episodes(paths)]
+    quantizer = ActionQuantizer.from_actions(data.all_actions(episodes[:1]), bins=8)
+    tok = FrameTokenizer(
+        TokenizerConfig(image_size=32, channels=(8, 8, 16), downsample=8, levels=(3, 3))
+    )
+    train = list(data.clips(episodes[:1], 3, 10))
+    held = list(data.clips(episodes[1:], 3, 25))
+    sequences = encode_clips(train, tok, quantizer, VOCAB)
+    model = build_world_model(VOCAB, hidden=64, layers=2, heads=4, max_len=64, seed=0)
+    result = train_mle(model, sequences, MLEConfig(steps=5, batch_size=4), pad_id=VOCAB.pad)
+    spec = WorldModelSpec(
+        vocab=VOCAB, tokens_per_frame=16, context_length=2, action_quantizer=quantizer.to_dict()
+    )
+    ckpt = save_checkpoint(tmp_path / "ckpt", model, spec, result)
+    engine = TransformersEngine(str(ckpt))
+    params = SamplingParams(max_tokens=16, ignore_eos=True, seed=1, allowed_tokens=(0, 9))
+    gen = engine.generate(sequences[0].prompt_ids, params)
+    assert all(0 <= t < 9 for t in gen.samples[0].token_ids)
+    loaded, _ = load_world_model(ckpt)
+    report = evaluate(
+        loaded,
+        tok,
+        held,
+        EvalConfig(baselines=False, perceptual="stlpips"),
+        vocab=VOCAB,
+        quantizer=quantizer,
+        out_dir=tmp_path / "eval",
+    )
+    assert report["n_clips"] == len(held) and np.isfinite(report["reward"])
+    assert (tmp_path / "eval" / "grid.png").is_file()
