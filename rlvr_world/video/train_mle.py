@@ -18,6 +18,7 @@ data loading or frame tokenising (``encode_clips`` only glues the tokenizer, qua
 
 from __future__ import annotations
 
+import hashlib
 import importlib
 import json
 import logging
@@ -276,6 +277,19 @@ def clip_arrays(clip: Any) -> tuple[np.ndarray, np.ndarray]:
     return np.asarray(frames), np.asarray(actions)
 
 
+def unique_encode(frames: np.ndarray, tokenizer: Any, batch_size: int) -> np.ndarray:
+    """``tokenizer.encode_frames(frames)``, encoding each distinct frame (by bytes) once."""
+    index: dict[bytes, int] = {}
+    where = np.empty(len(frames), dtype=np.int64)
+    for i, frame in enumerate(frames):
+        key = hashlib.blake2b(np.ascontiguousarray(frame).tobytes(), digest_size=16).digest()
+        where[i] = index.setdefault(key, len(index))
+    first = np.zeros(len(index), dtype=np.int64)
+    first[where] = np.arange(len(frames))  # any occurrence: equal bytes, equal tokens
+    unique = tokenizer.encode_frames(frames[first], batch_size=batch_size)
+    return np.asarray(unique)[where]
+
+
 def encode_clips(
     clips: Sequence[Any],
     tokenizer: Any,
@@ -288,13 +302,14 @@ def encode_clips(
     actions (C,D))``).
 
     ``tokenizer`` is a ``FrameTokenizer`` (``encode_frames``), ``quantizer`` an ``ActionQuantizer``
-    or None when the clips have no actions (D = 0)."""
+    or None when the clips have no actions (D = 0). Frames shared by overlapping clips (same
+    bytes) are encoded once."""
     layout = importlib.import_module("rlvr_world.video.layout")
     if not clips:
         return []
     arrays = [clip_arrays(c) for c in clips]
     frames = np.concatenate([f for f, _ in arrays])
-    tokens = tokenizer.encode_frames(frames, batch_size=batch_size)
+    tokens = unique_encode(frames, tokenizer, batch_size)
     out = []
     at = 0
     for frames_i, actions_i in arrays:

@@ -10,11 +10,14 @@ import numpy as np
 import pytest
 import torch
 
+from rlvr_world.video.actions import ActionQuantizer
 from rlvr_world.video.layout import Sequence, SingleStepVocab, single_step
+from rlvr_world.video.tokenizer import FrameTokenizer, TokenizerConfig
 from rlvr_world.video.train_mle import (
     TRAIN_STATE,
     MLEConfig,
     collate,
+    encode_clips,
     lr_at,
     save_checkpoint,
     train_mle,
@@ -133,3 +136,20 @@ def test_rejects_sequences_without_targets() -> None:
         train_mle(model, [blank], MLEConfig(steps=1), pad_id=VOCAB.pad)
     with pytest.raises(ValueError, match="empty"):
         train_mle(model, [], MLEConfig(steps=1), pad_id=VOCAB.pad)
+
+
+def test_encode_clips_shares_frames_of_overlapping_clips() -> None:
+    tok = FrameTokenizer(
+        TokenizerConfig(image_size=16, channels=(8, 8, 16), downsample=8, levels=(4, 4))
+    )
+    vocab = SingleStepVocab(visual_codes=tok.codebook_size, action_bins=8)
+    rng = np.random.default_rng(0)
+    frames = rng.integers(0, 255, size=(5, 16, 16, 3), dtype=np.uint8)
+    actions = rng.uniform(-1, 1, size=(4, 2))
+    clips = [(frames[s : s + 3], actions[s : s + 2]) for s in range(3)]
+    quantizer = ActionQuantizer(np.array([[-1.0, 1.0], [-1.0, 1.0]]), bins=8)
+    sequences = encode_clips(clips, tok, quantizer, vocab, batch_size=2)
+    direct = tok.encode_frames(frames)
+    for s, seq in enumerate(sequences):
+        expected = single_step(direct[s : s + 3], quantizer.tokens(actions[s : s + 2]), vocab)
+        assert seq == expected
