@@ -154,7 +154,15 @@ class VideoRun:
             levels=t.levels,
         )
         settings = TrainSettings(steps=t.steps, batch_size=t.batch_size, lr=t.lr)
-        metrics = train_tokenizer(frames, cfg, t.steps, out, eval_frames=held, settings=settings)
+        metrics = train_tokenizer(
+            frames,
+            cfg,
+            t.steps,
+            out,
+            eval_frames=held,
+            settings=settings,
+            device=self.cfg.run.device,
+        )
         self.summary["tokenizer"] = {"path": str(out), "trained": True, **_floats(metrics)}
         self._phase("tokenizer", time.perf_counter() - t0, _floats(metrics))
         return out
@@ -178,6 +186,7 @@ class VideoRun:
         model = build_world_model(
             self.vocab, hidden=c.hidden, layers=c.layers, heads=c.heads, max_len=length + 8
         )
+        model.to(self.cfg.run.device)  # type: ignore[arg-type]
         mcfg = MLEConfig(steps=m.steps, batch_size=m.batch_size, lr=m.lr, log_every=100)
         t0 = time.perf_counter()
         result = train_mle(
@@ -234,7 +243,7 @@ class VideoRun:
                 "total_steps": rl.steps,
                 "checkpoint_every": 1,
                 "keep_checkpoints": 2,
-                "device": "cpu",
+                "device": self.cfg.run.device,
                 "progress": False,
             },
         }
@@ -338,7 +347,7 @@ class VideoRun:
         from rlvr_world.video.world_model import load_world_model
 
         torch.set_num_threads(self.cfg.mle.torch_threads)
-        model, spec = load_world_model(mle_dir)
+        model, spec = load_world_model(mle_dir, device=self.cfg.run.device)
         start = self.cfg.mle.steps
         cfg = MLEConfig(
             steps=start + 10_000_000,
@@ -376,6 +385,7 @@ class VideoRun:
         e = self.cfg.eval
         torch.set_num_threads(self.cfg.mle.torch_threads)
         model = AutoModelForCausalLM.from_pretrained(str(weights), dtype=torch.float32)
+        model.to(self.cfg.run.device)  # type: ignore[arg-type]
         model.eval()  # type: ignore[no-untyped-call]
         cfg = EvalConfig(temperature=e.temperature, top_k=e.top_k, seed=e.seed, grid_rows=0)
         t0 = time.perf_counter()
@@ -441,7 +451,7 @@ class VideoRun:
         train, test = self.data()
         tokenizer_dir = self.tokenizer(train, test)
         torch.set_num_threads(c.mle.torch_threads)
-        frame_tokenizer = FrameTokenizer.load(tokenizer_dir)
+        frame_tokenizer = FrameTokenizer.load(tokenizer_dir, device=c.run.device)
         self.tokens_per_frame = int(frame_tokenizer.tokens_per_frame)
         self.vocab = SingleStepVocab(
             visual_codes=int(frame_tokenizer.codebook_size), action_bins=c.model.action_bins

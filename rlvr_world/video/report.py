@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -189,7 +190,8 @@ def write_video_report(run_dir: Path, summary: Mapping[str, Any], extras: Sequen
         n = next(iter(evals.values())).get("n_clips", 0)
         lines += ["", f"## Held-out next-frame prediction ({n} clips, sampled)", ""]
         lines += metrics_table(evals)
-    lines += [""] + [f"![{Path(e).stem}]({Path(e).name})" for e in extras]
+    links = [Path(os.path.relpath(Path(e).resolve(), run_dir.resolve())) for e in extras]
+    lines += [""] + [f"![{link.stem}]({link.as_posix()})" for link in links]
     out = run_dir / "report.md"
     out.write_text("\n".join(lines) + "\n")
     return out

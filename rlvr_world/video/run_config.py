@@ -29,11 +29,16 @@ class VideoData(_Section):
     episodes: int = Field(default=48, ge=2, le=100_000, description="PushT episodes to record")
     steps: int = Field(default=60, ge=2, le=100_000, description="actions per PushT episode")
     held_out: int = Field(default=8, ge=1, le=100_000, description="held-out episodes")
-    image_size: int = Field(default=64, ge=8, le=1024, description="frames resized to this side")
+    image_size: int | tuple[int, int] = Field(
+        default=64, description="frames resized to this side, or (height, width)"
+    )
     seed: int = Field(default=0, ge=0, description="recording and split seed")
 
     @model_validator(mode="after")
     def _source(self) -> Self:
+        sides = (self.image_size,) if isinstance(self.image_size, int) else self.image_size
+        if any(not 8 <= side <= 1024 for side in sides):
+            raise ValueError(f"data.image_size: sides must lie in [8, 1024], got {self.image_size}")
         if self.source == "npz" and self.dir is None:
             raise ValueError("data.dir: required when data.source is npz")
         if self.held_out >= self.episodes and self.source == "pusht":
@@ -110,6 +115,11 @@ class VideoEval(_Section):
 
 class VideoRunSection(_Section):
     run_dir: Path = Field(default=Path("runs/video_pusht"), description="everything written")
+    device: str = Field(
+        default="cpu",
+        description="torch device of the tokenizer, MLE, evaluation and the trainer (the "
+        "rollout and decoder services read RLVR_ROLLOUT_DEVICE / their own settings)",
+    )
     service_start_timeout_s: float = Field(default=180.0, gt=0.0, le=3600.0, description="boot")
     trainer_idle_timeout_s: float = Field(default=120.0, gt=0.0, le=86_400.0, description="idle")
     progress: bool = Field(default=True, description="tqdm progress bars")

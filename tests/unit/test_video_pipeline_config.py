@@ -1,0 +1,115 @@
+"""Video items, the video run configuration and its generated service configs, the report table."""
+
+from __future__ import annotations
+
+import base64
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+from pydantic import ValidationError
+
+from rlvr_world.orchestrator.items import load_items, save_items, video_frames, video_item
+from rlvr_world.video.pipeline import VideoRun, spread
+from rlvr_world.video.report import metrics_table
+from rlvr_world.video.run_config import VideoPipelineConfig, load_video_config
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def frame(value: int, size: int = 8) -> np.ndarray:
+    rng = np.random.default_rng(value)
+    return rng.integers(0, 256, size=(size, size, 3), dtype=np.uint8)
+
+
+def test_video_items_round_trip_with_their_frames(tmp_path: Path) -> None:
+    item = video_item("c1", [5, 6, 7], frame(1), frame(2), target_tokens=[3, 4])
+    assert item.task == "video" and item.rollout_prompt == [5, 6, 7] and item.target == "3 4"
+    save_items([item], tmp_path / "items.jsonl")
+    (back,) = load_items(tmp_path / "items.jsonl")
+    assert back == item
+    target, previous = video_frames(back)
+    np.testing.assert_array_equal(target, frame(1))
+    np.testing.assert_array_equal(previous, frame(2))
+
+
+def test_video_items_refuse_bad_frames_by_name() -> None:
+    with pytest.raises(ValueError, match="target_frame: need a uint8"):
+        video_item("c", [1], frame(1).astype(np.float32), frame(2))
+    with pytest.raises(ValueError, match="previous_frame: need a uint8"):
+        video_item("c", [1], frame(1), frame(2)[..., :2])
+    item = video_item("c", [1], frame(1), frame(2))
+    cut = base64.b64encode(b"\x00" * 10).decode()
+    broken = item.extra_info | {"target_frame": {"b64": cut, "shape": [8, 8, 3]}}
+    with pytest.raises(ValueError, match=r"extra_info\.target_frame: 10 bytes do not fill"):
+        video_frames(type(item)(**{**item.__dict__, "extra_info": broken}))
+    missing = {k: v for k, v in item.extra_info.items() if k != "previous_frame"}
+    with pytest.raises(ValueError, match=r"extra_info\.previous_frame: missing"):
+        video_frames(type(item)(**{**item.__dict__, "extra_info": missing}))
+
+
+@pytest.mark.parametrize("path", sorted((REPO / "configs" / "video").glob("*.yaml")), ids=str)
+def test_every_shipped_video_config_parses(path: Path) -> None:
+    cfg = load_video_config(path)
+    assert cfg.task == "video"
+
+
+def test_video_config_refuses_bad_values_and_unknown_fields(tmp_path: Path) -> None:
+    bad = {
+        "data: {source: npz}": "data.dir: required",
+        "data: {episodes: 4, held_out: 4}": "held_out: must be fewer",
+        "data: {image_size: 4}": "sides must lie in",
+        "rl: {group_size: 1}": "group_size",
+        "mle: {stepz: 3}": "stepz",
+        "task: text_game": "task",
+    }
+    for text, message in bad.items():
+        path = tmp_path / "c.yaml"
+        path.write_text(text + "\n")
+        with pytest.raises(ValidationError, match=message):
+            load_video_config(path)
+
+
+def test_generated_trainer_and_orchestrator_configs_validate(tmp_path: Path) -> None:
+    from rlvr_world.video.layout import SingleStepVocab
+    from trainer.config import load_config
+
+    cfg = load_video_config(
+        REPO / "configs" / "video" / "smoke.yaml", {"run.run_dir": str(tmp_path)}
+    )
+    run = VideoRun(cfg)
+    run.vocab = SingleStepVocab(visual_codes=16, action_bins=cfg.model.action_bins)
+    run.tokens_per_frame = 64
+    tcfg = load_config(run.trainer_yaml(tmp_path / "model", "redis://127.0.0.1:1/0"))
+    assert tcfg.run.total_steps == cfg.rl.steps and tcfg.model.temperature == cfg.rl.temperature
+    orch = run.orchestrator_config()
+    assert orch.allowed_tokens == (0, 16) and orch.ignore_eos and orch.max_tokens == 64
+    assert orch.video_weights == {"l1": 1.0, "stlpips": 1.0}
+
+
+def test_spread_is_a_seeded_subset_in_order() -> None:
+    picked = spread(list(range(100)), 10, seed=3)
+    assert len(picked) == 10 and picked == sorted(picked) and picked == spread(range(100), 10, 3)
+    assert spread([1, 2], 5, 0) == [1, 2]
+
+
+def test_metrics_table_marks_the_best_per_direction() -> None:
+    evals = {
+        "mle": {"reward": -0.5, "l1": 0.2, "psnr": 20.0, "recon_l1": 0.1, "copy_l1": 0.3},
+        "rlvr": {"reward": -0.4, "l1": 0.25, "psnr": 21.0},
+    }
+    rows = {line.split("|")[1].strip(): line for line in metrics_table(evals)[2:]}
+    assert "**-0.4000**" in rows["reward -(L1 + ST-LPIPS) (higher is better)"]
+    assert (
+        "**0.2000**" in rows["L1 (lower is better)"]
+        and "0.1000 | 0.3000" in rows["L1 (lower is better)"]
+    )
+    assert "**21.0000**" in rows["PSNR (dB) (higher is better)"]
+    assert not any("SSIM" in r for r in rows)
+
+
+def test_default_config_is_the_cpu_demo_size() -> None:
+    cfg = VideoPipelineConfig()
+    assert cfg.data.image_size == 64 and cfg.rl.weights == {"l1": 1.0, "stlpips": 1.0}
+    assert math.isclose(cfg.baseline.lr, 1e-4)
