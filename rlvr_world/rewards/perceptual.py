@@ -47,8 +47,16 @@ FloatArray = NDArray[np.float64]
 #: Environment variable naming a local torchvision backbone checkpoint for LPIPS.
 BACKBONE_ENV = "RLVR_LPIPS_BACKBONE_PATH"
 DEFAULT_BATCH_SIZE = 8
-#: Smallest frame side the backbones accept (VGG pools four times before relu5_3).
+#: Smallest frame side each scorer accepts: LPIPS's zero-padded backbones take 16 (VGG pools four
+#: times before relu5_3); ST-LPIPS's reflect-padded anti-aliased pooling needs more (measured: vgg
+#: fails at 17, alex at 20).
 MIN_SIDE = 16
+MIN_SIDES = {
+    ("lpips", "vgg"): 16,
+    ("lpips", "alex"): 16,
+    ("stlpips", "vgg"): 18,
+    ("stlpips", "alex"): 21,
+}
 _TORCHVISION_WEIGHTS = {"vgg": "VGG16_Weights", "alex": "AlexNet_Weights"}
 _SLICE_KEY = re.compile(r"slice\d+\.(\d+)\.(.+)")
 _HEAD_KEY = re.compile(r"lin\d+\.")
@@ -74,7 +82,7 @@ class TorchPerceptualScorer:
 
     def __call__(self, pred: FloatArray, target: FloatArray) -> FloatArray:
         """Distances ``(N,)`` between frames ``(N, H, W, C)`` in [0, 1], in micro-batches."""
-        _check_batch(pred, target)
+        _check_batch(pred, target, MIN_SIDES.get((self.metric, self.net), MIN_SIDE), self.metric)
         import torch
 
         out = np.empty(pred.shape[0], dtype=np.float64)
@@ -95,14 +103,17 @@ class TorchPerceptualScorer:
         return x.expand(-1, 3, -1, -1) if x.shape[1] == 1 else x
 
 
-def _check_batch(pred: NDArray[Any], target: NDArray[Any]) -> None:
+def _check_batch(
+    pred: NDArray[Any], target: NDArray[Any], min_side: int = MIN_SIDE, name: str = "perceptual"
+) -> None:
     if pred.ndim != 4 or pred.shape[-1] not in (1, 3):
         raise InvalidInput(f"perceptual: expected frames (N, H, W, 1|3), got {pred.shape}")
     if pred.shape != target.shape:
         raise InvalidInput(f"perceptual: prediction {pred.shape} and target {target.shape} differ")
-    if min(pred.shape[1], pred.shape[2]) < MIN_SIDE:
+    if min(pred.shape[1], pred.shape[2]) < min_side:
         raise InvalidInput(
-            f"perceptual: frames need at least {MIN_SIDE}x{MIN_SIDE} pixels, got {pred.shape[1:3]}"
+            f"perceptual: {name} frames need at least {min_side}x{min_side} pixels, "
+            f"got {pred.shape[1:3]}"
         )
 
 

@@ -388,6 +388,8 @@ def score_video(
         return failed(Status.INVALID_INPUT, str(exc))
     try:
         metrics = frame_metrics(p, t, scorers)
+    except InvalidInput as exc:  # frames a perceptual backbone cannot take (too small)
+        return failed(Status.INVALID_INPUT, str(exc))
     except ArithmeticError as exc:
         return failed(Status.ERROR, str(exc))
     losses = metric_losses(metrics, config.active())

@@ -87,10 +87,21 @@ def test_one_channel_frames_are_repeated(stlpips_alex: TorchPerceptualScorer) ->
 def test_scorer_rejects_bad_batches(stlpips_alex: TorchPerceptualScorer) -> None:
     with pytest.raises(InvalidInput, match="differ"):
         stlpips_alex(frames(2), frames(1))
-    with pytest.raises(InvalidInput, match="at least 16x16"):
+    with pytest.raises(InvalidInput, match="stlpips frames need at least 21x21"):
         stlpips_alex(frames(1, side=8), frames(1, side=8))
+    with pytest.raises(InvalidInput, match="at least 21x21 pixels, got \\(20, 20\\)"):
+        stlpips_alex(frames(1, side=20), frames(1, side=20))  # reflect padding would fail here
+    assert stlpips_alex(frames(1, side=21), frames(1, side=21)).shape == (1,)
     with pytest.raises(InvalidInput, match=r"\(N, H, W, 1\|3\)"):
         stlpips_alex(frames(1)[0], frames(1)[0])
+
+
+def test_small_frames_get_invalid_input_from_score_video(
+    stlpips_alex: TorchPerceptualScorer,
+) -> None:
+    config = VideoRewardConfig(weights={"l1": 1.0, "stlpips": 1.0}, lpips_net="alex")
+    r = score_video(frames(1, side=16), frames(1, side=16), config, perceptual=stlpips_alex)
+    assert r.status is Status.INVALID_INPUT and "at least 21x21" in r.message
 
 
 def test_score_video_with_a_real_stlpips_scorer(stlpips_alex: TorchPerceptualScorer) -> None:
