@@ -307,7 +307,7 @@ def test_train_tokenizer_writes_checkpoint_grid_and_metrics(tmp_path: Path) -> N
     from PIL import Image
 
     with Image.open(tmp_path / "recon.png") as grid:
-        assert grid.size == (3 * 16, 2 * 16)
+        assert grid.size == (3 * 16 * 2, 2 * 16 * 2)  # GRID_SCALE 2
     assert json.loads((tmp_path / "metrics.json").read_text())["eval_psnr"] == metrics["eval_psnr"]
     loaded = FrameTokenizer.load(tmp_path)
     assert loaded.encode_frames(frames[:2]).shape == (2, 16)
