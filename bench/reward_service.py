@@ -5,7 +5,9 @@
    ``score_mapping`` loop (target: within 20%, ratio >= 0.8).
 2. The same with a pool of 2 processes (target: >= 1.7x the in-process loop; needs 2 free cores).
 3. ST-LPIPS (VGG) at 64x64: pairs/s through the service's micro-batcher (64 concurrent callers,
-   one pair each) and one batched call, vs one call per pair (target >= 3x).
+   one pair each) and one batched call, vs one call per pair (target >= 3x); once with 64
+   distinct targets, once GRPO-shaped (G=16 predictions per target, whose backbone features a
+   batch computes once), each against the same scorer called once per pair on the same pairs.
 4. p50/p99 latency of single ``Score`` calls (one web request) over HTTP and gRPC.
 
 Requests come from ``$RLVR_SHARED_DIR/golden`` (else ``examples/score_requests.jsonl``, said so).
@@ -124,8 +126,17 @@ def grpc_batch_rate(rows: list[dict[str, Any]], workers: int, seconds: float) ->
         proc.wait(timeout=30)
 
 
-def perceptual_rates(seconds: float) -> tuple[float, float, float]:
-    """(per-pair, micro-batched with 64 callers, one batched call) pairs/s, ST-LPIPS VGG 64x64."""
+#: GRPO group size of the paper's video runs (configs/video/rt1_paper.yaml): predictions per target.
+GROUP = 16
+
+
+def perceptual_rates(seconds: float, group: int = 1) -> tuple[float, float, float]:
+    """(per-pair, micro-batched with 64 callers, one batched call) pairs/s, ST-LPIPS VGG 64x64.
+
+    ``group`` 1: 64 distinct targets. ``group`` G: 64 / G targets, each the target of G
+    predictions (a GRPO group). The per-pair baseline is the same scorer on the same pairs, one
+    call per pair.
+    """
     import torch
 
     from rlvr_world.rewards.perceptual import make_perceptual
@@ -135,7 +146,7 @@ def perceptual_rates(seconds: float) -> tuple[float, float, float]:
     scorer = make_perceptual("stlpips", "vgg", "cpu", batch_size=64)
     rng = np.random.default_rng(0)
     a = rng.random((64, 64, 64, 3), dtype=np.float32)
-    b = rng.random((64, 64, 64, 3), dtype=np.float32)
+    b = np.repeat(rng.random((64 // group, 64, 64, 3), dtype=np.float32), group, axis=0)
 
     def per_pair() -> int:
         for i in range(64):
@@ -217,11 +228,13 @@ def main() -> int:
     two = grpc_batch_rate(rows, 2, args.seconds)
     out(f"gRPC ScoreBatch, 2 processes  : {two:8.1f} req/s  ratio {two / base:.2f}")
     out(" (target >= 1.70)\n")
-    per, micro, batched = perceptual_rates(args.seconds)
-    out(f"ST-LPIPS vgg 64x64 per pair   : {per:8.1f} pairs/s (baseline)\n")
-    out(f"  micro-batched, 64 callers   : {micro:8.1f} pairs/s  ratio {micro / per:.2f}")
-    out(" (target >= 3)\n")
-    out(f"  one call of 64 pairs        : {batched:8.1f} pairs/s  ratio {batched / per:.2f}\n")
+    for group, what in [(1, "64 distinct targets"), (GROUP, f"GRPO, G={GROUP} per target")]:
+        per, micro, batched = perceptual_rates(args.seconds, group)
+        out(f"ST-LPIPS vgg 64x64, {what}\n")
+        out(f"  one call per pair           : {per:8.1f} pairs/s (baseline)\n")
+        out(f"  micro-batched, 64 callers   : {micro:8.1f} pairs/s  ratio {micro / per:.2f}")
+        out(" (target >= 3)\n")
+        out(f"  one call of 64 pairs        : {batched:8.1f} pairs/s  ratio {batched / per:.2f}\n")
     for transport, (p50, p99) in latencies(args.latency_calls).items():
         out(f"single Score over {transport:<5}: p50 {p50:6.2f} ms  p99 {p99:6.2f} ms\n")
     return 0
