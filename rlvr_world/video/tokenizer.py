@@ -62,7 +62,7 @@ class TokenizerConfig(BaseModel):
     )
     norm_groups: int = Field(default=8, ge=1, description="GroupNorm groups (channels must divide)")
     input_patch: int = Field(
-        default=1, ge=1, description="pixel-unshuffle factor before the CNN (power of two)"
+        default=2, ge=1, description="pixel-unshuffle factor before the CNN (power of two)"
     )
 
     @field_validator("levels")

@@ -31,7 +31,9 @@ from rlvr_world.video.train_tokenizer import (
     train_tokenizer,
 )
 
-TINY = TokenizerConfig(image_size=16, channels=(8, 8), downsample=4, levels=(3, 4), norm_groups=4)
+TINY = TokenizerConfig(
+    image_size=16, channels=(8, 8), downsample=4, levels=(3, 4), norm_groups=4, input_patch=1
+)
 
 
 @pytest.fixture(autouse=True)
@@ -318,9 +320,11 @@ def test_perceptual_loss_needs_frames_it_can_score(tmp_path: Path) -> None:
         train_tokenizer(blobs(8, 16), TINY, 1, tmp_path, settings=TrainSettings())
 
 
-def test_input_patch_runs_the_cnn_at_lower_resolution() -> None:
-    cfg = TINY.model_copy(update={"input_patch": 2})
-    model = FrameTokenizer(TokenizerConfig.model_validate(cfg.model_dump())).eval()
+@pytest.mark.parametrize("patch", [2, 4])
+def test_input_patch_runs_the_cnn_at_lower_resolution(patch: int) -> None:
+    model = FrameTokenizer(
+        TokenizerConfig.model_validate(TINY.model_dump() | {"input_patch": patch})
+    )
     assert model.tokens_per_frame == 16
     frames = blobs(2, 16)
     assert model.decode_tokens(model.encode_frames(frames)).shape == (2, 16, 16, 3)
