@@ -387,8 +387,17 @@ class VideoRun:
         model = AutoModelForCausalLM.from_pretrained(str(weights), dtype=torch.float32)
         model.to(self.cfg.run.device)  # type: ignore[arg-type]
         model.eval()  # type: ignore[no-untyped-call]
-        cfg = EvalConfig(temperature=e.temperature, top_k=e.top_k, seed=e.seed, grid_rows=0)
+        first = not self.summary.get("eval")
+        cfg = EvalConfig(
+            temperature=e.temperature, top_k=e.top_k, seed=e.seed, grid_rows=0, baselines=first
+        )
         t0 = time.perf_counter()
+        if first:  # shared by every evaluation: the scorer, and the clips' sequences
+            from rlvr_world.rewards.perceptual import make_perceptual
+            from rlvr_world.video.train_mle import encode_clips
+
+            self._perceptual = make_perceptual("stlpips", "vgg", device=self.cfg.run.device)
+            self._eval_seqs = encode_clips(clips, frame_tokenizer, self.quantizer, self.vocab)
         report = evaluate(
             model,
             frame_tokenizer,
@@ -396,7 +405,9 @@ class VideoRun:
             cfg,
             vocab=self.vocab,
             quantizer=self.quantizer,
+            perceptual=self._perceptual,
             out_dir=self.run_dir / "eval" / name,
+            sequences=self._eval_seqs,
         )
         self.summary.setdefault("eval", {})[name] = report
         self._phase(f"eval_{name}", time.perf_counter() - t0)
