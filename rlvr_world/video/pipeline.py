@@ -152,8 +152,15 @@ class VideoRun:
             channels=t.channels,
             downsample=t.downsample,
             levels=t.levels,
+            input_patch=t.input_patch,
         )
-        settings = TrainSettings(steps=t.steps, batch_size=t.batch_size, lr=t.lr)
+        settings = TrainSettings(
+            steps=t.steps,
+            batch_size=t.batch_size,
+            lr=t.lr,
+            perceptual_frames=t.perceptual_frames,
+            seed=self.cfg.data.seed,
+        )
         metrics = train_tokenizer(
             frames,
             cfg,

@@ -53,9 +53,15 @@ class VideoTokenizerSection(_Section):
     channels: tuple[int, ...] = Field(default=(32, 64, 128), description="encoder stages")
     downsample: int = Field(default=8, ge=1, le=64, description="tokens per side = size / this")
     levels: tuple[int, ...] = Field(default=(8, 5, 5, 5), description="FSQ levels")
-    steps: int = Field(default=600, ge=1, le=10_000_000, description="training steps")
-    batch_size: int = Field(default=16, ge=1, le=4096, description="frames per step")
+    input_patch: int = Field(
+        default=2, ge=1, le=64, description="pixels folded into channels before the CNN"
+    )
+    steps: int = Field(default=900, ge=1, le=10_000_000, description="training steps")
+    batch_size: int = Field(default=8, ge=1, le=4096, description="frames per step")
     lr: float = Field(default=2e-3, gt=0.0, le=1.0, description="peak learning rate")
+    perceptual_frames: int = Field(
+        default=0, ge=0, le=4096, description="frames per batch in the ST-LPIPS term (0: all)"
+    )
 
 
 class VideoModelSection(_Section):
