@@ -2,9 +2,10 @@
 
 Both transports (gRPC and HTTP) call ``RewardEngine.score`` with validated jobs
 (``services.reward.convert``). Text jobs (CPU-bound, pure Python) go to a ``spawn`` process pool of
-``settings.workers`` processes, in chunks so that inter-process overhead is paid per chunk, not per
-request. Video jobs run in a thread pool of this process; their LPIPS / ST-LPIPS distances go
-through one ``BatchedPerceptual`` per (metric, net), so concurrent requests share forward passes.
+``settings.workers`` processes (``services.reward.pool``, fed from the event loop), in chunks so
+that inter-process overhead is paid per chunk, not per request. Video jobs run in a thread pool of
+this process; their LPIPS / ST-LPIPS distances go through one ``BatchedPerceptual`` per
+(metric, net), so concurrent requests share forward passes.
 
 Deadlines: every call has one (``settings.deadline_s`` or the caller's, whichever is shorter); a job
 not done by then is answered with status ``timeout`` (never a silent 0). What it does not do: stop a
@@ -20,9 +21,7 @@ import os
 import threading
 import time
 from collections.abc import Sequence
-from concurrent.futures import Future, ProcessPoolExecutor, ThreadPoolExecutor
-from concurrent.futures.process import BrokenProcessPool
-from multiprocessing import get_context
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from rlvr_world.rewards.dispatch import TextScoreRequest, score_text
@@ -31,6 +30,7 @@ from rlvr_world.rewards.video import PERCEPTUAL_METRICS, PerceptualScorer, score
 from services.reward.batching import BatchedPerceptual
 from services.reward.convert import Job, TextJob, VideoJob
 from services.reward.metrics import RewardMetrics
+from services.reward.pool import ProcessDied, ScoringPool
 from services.reward.settings import RewardSettings
 
 log = logging.getLogger(__name__)
@@ -51,10 +51,6 @@ def _worker_init() -> None:
             )
         except Exception:  # warm-up only; a real request reports its own error
             log.debug("warm-up of %s failed", scorer, exc_info=True)
-
-
-def _pid() -> int:
-    return os.getpid()
 
 
 #: A validated TextScoreRequest as a tuple: pickles several times faster than the model.
@@ -101,28 +97,22 @@ class RewardEngine:
     def __init__(self, settings: RewardSettings, metrics: RewardMetrics) -> None:
         self.settings = settings
         self.metrics = metrics
-        self._pool: ProcessPoolExecutor | None = None
+        self._pool: ScoringPool | None = None
         self._threads = ThreadPoolExecutor(settings.video_threads, thread_name_prefix="video")
         self._perceptual: dict[tuple[str, str], BatchedPerceptual] = {}
         self._perceptual_lock = threading.Lock()
-        self._outstanding = 0
         self.ready = False
 
     # ------------------------------------------------------------ lifecycle
 
-    def _new_pool(self) -> ProcessPoolExecutor:
-        return ProcessPoolExecutor(
-            self.settings.workers, mp_context=get_context("spawn"), initializer=_worker_init
-        )
-
     async def start(self) -> None:
         """Start the pool and wait until every process answers; build preloaded scorers."""
-        self._pool = self._new_pool()
+        self._pool = ScoringPool(
+            self.settings.workers, score_text_chunk, _worker_init, on_change=self._track
+        )
         loop = asyncio.get_running_loop()
         t0 = time.perf_counter()
-        await asyncio.gather(
-            *(loop.run_in_executor(self._pool, _pid) for _ in range(self.settings.workers))
-        )
+        await self._pool.start()
         self.metrics.pool_workers.set(self.settings.workers)
         for spec in self.settings.preload_perceptual:
             metric, _, net = spec.partition(":")
@@ -137,7 +127,7 @@ class RewardEngine:
     def close(self) -> None:
         self.ready = False
         if self._pool is not None:
-            self._pool.shutdown(wait=True, cancel_futures=True)
+            self._pool.close()
             self._pool = None
         self._threads.shutdown(wait=True, cancel_futures=True)
         for batcher in self._perceptual.values():
@@ -195,23 +185,13 @@ class RewardEngine:
 
     # ------------------------------------------------------------ scoring
 
-    def _submit_text(self, reqs: list[TextScoreRequest]) -> Future[list[RewardResult]]:
+    def _submit_text(self, reqs: list[TextScoreRequest]) -> asyncio.Future[list[RewardResult]]:
         if self._pool is None:
             raise RuntimeError("engine not started")
-        try:
-            fut = self._pool.submit(score_text_chunk, [to_fields(r) for r in reqs])
-        except BrokenProcessPool:
-            log.error("scoring pool broken; starting a new one")
-            self._pool = self._new_pool()
-            fut = self._pool.submit(score_text_chunk, [to_fields(r) for r in reqs])
-        self._track(+1)
-        fut.add_done_callback(lambda _: self._track(-1))
-        return fut
+        return self._pool.submit([to_fields(r) for r in reqs])
 
-    def _track(self, delta: int) -> None:
-        self._outstanding += delta
-        busy = min(self._outstanding, self.settings.workers)
-        self.metrics.pool_queued.set(self._outstanding)
+    def _track(self, busy: int, outstanding: int) -> None:
+        self.metrics.pool_queued.set(outstanding)
         self.metrics.pool_busy.set(busy)
         self.metrics.pool_utilisation.set(busy / self.settings.workers)
 
@@ -231,7 +211,7 @@ class RewardEngine:
         for part in chunks(len(text_idx), self.settings.workers):
             idx = [text_idx[k] for k in part]
             reqs = [jobs[i].request for i in idx]  # type: ignore[union-attr]
-            waiting[asyncio.wrap_future(self._submit_text(reqs))] = idx
+            waiting[self._submit_text(reqs)] = idx
         for i, job in enumerate(jobs):
             if isinstance(job, VideoJob):
                 fut: asyncio.Future[Any] = loop.run_in_executor(
@@ -257,10 +237,8 @@ class RewardEngine:
     ) -> None:
         try:
             value = fut.result()
-        except BrokenProcessPool as exc:
-            log.error("a scoring process died: %s", exc)
-            self._pool = self._new_pool()
-            value = [failed(Status.ERROR, f"scoring process died: {exc}")] * len(idx)
+        except ProcessDied as exc:
+            value = [failed(Status.ERROR, str(exc))] * len(idx)
         except Exception as exc:
             log.exception("scoring failed")
             value = [failed(Status.ERROR, f"{type(exc).__name__}: {exc}")] * len(idx)

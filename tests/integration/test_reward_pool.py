@@ -1,0 +1,132 @@
+"""The reward service's scoring pool (``services.reward.pool``) with real spawned processes."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import threading
+import time
+from collections.abc import Sequence
+
+import pytest
+
+from rlvr_world.rewards.types import Status
+from services.reward.convert import text_job
+from services.reward.engine import RewardEngine
+from services.reward.metrics import RewardMetrics
+from services.reward.pool import ProcessDied, ScoringPool
+from services.reward.settings import RewardSettings
+
+pytestmark = pytest.mark.integration
+
+
+def square_or_die(rows: Sequence[int]) -> list[int]:
+    """Pool-side: squares; a negative row kills the process; 1000+ sleeps that many microseconds."""
+    out = []
+    for row in rows:
+        if row < 0:
+            os._exit(-row)
+        if row >= 1000:
+            time.sleep(row / 1e6)
+        out.append(row * row)
+    return out
+
+
+def test_chunks_come_back_in_their_futures_across_processes() -> None:
+    async def run() -> tuple[list[list[int]], int]:
+        busy_seen: list[int] = []
+        pool = ScoringPool(2, square_or_die, on_change=lambda busy, _: busy_seen.append(busy))
+        await pool.start()
+        try:
+            futures = [pool.submit([i, i + 1, i + 2]) for i in range(0, 60, 3)]
+            results = await asyncio.gather(*futures)
+            assert pool.outstanding == 0
+            return results, max(busy_seen)
+        finally:
+            pool.close()
+
+    results, max_busy = asyncio.run(run())
+    assert [x for chunk in results for x in chunk] == [i * i for i in range(60)]
+    assert max_busy == 2  # both processes held work at once
+
+
+def test_dead_process_fails_only_its_chunks_and_is_replaced() -> None:
+    async def run() -> None:
+        pool = ScoringPool(1, square_or_die)
+        await pool.start()
+        try:
+            first_pid = pool._procs[0].proc.pid
+            doomed = pool.submit([2, -3])  # the process exits with code 3 on the second row
+            with pytest.raises(ProcessDied, match="exit code 3"):
+                await asyncio.wait_for(doomed, 30)
+            later = await asyncio.wait_for(pool.submit([4]), 60)  # waits for the replacement
+            assert later == [16]
+            assert pool._procs[0].proc.pid != first_pid
+        finally:
+            pool.close()
+
+    asyncio.run(run())
+
+
+def test_cancelled_chunk_in_the_backlog_is_never_sent() -> None:
+    async def run() -> None:
+        pool = ScoringPool(1, square_or_die)
+        await pool.start()
+        try:
+            # two chunks of 8 rows (0.2 s each) fill the process: it holds no more than that
+            slow = [pool.submit([25_000] * 8) for _ in range(2)]
+            queued = pool.submit([-5])  # would kill the process if it ever ran
+            assert not queued.done()
+            queued.cancel()
+            assert await asyncio.gather(*slow) == [[25_000**2] * 8] * 2
+            assert await pool.submit([3]) == [9]
+            assert pool._procs[0].proc.exitcode is None  # the same process, never killed
+        finally:
+            pool.close()
+
+    asyncio.run(run())
+
+
+def test_close_from_another_thread_stops_every_process() -> None:
+    async def run() -> list[int | None]:
+        pool = ScoringPool(2, square_or_die)
+        await pool.start()
+        assert await pool.submit([1, 2]) == [1, 4]
+        procs = [w.proc for w in pool._procs]
+        closer = threading.Thread(target=pool.close)
+        closer.start()
+        while closer.is_alive():
+            await asyncio.sleep(0.01)  # the loop keeps running while close() waits on it
+        with pytest.raises(RuntimeError, match="not running"):
+            pool.submit([1])
+        return [p.exitcode for p in procs]
+
+    assert asyncio.run(run()) == [0, 0]
+
+
+def test_engine_metrics_settle_and_a_killed_process_is_replaced() -> None:
+    settings = RewardSettings(grpc_port=0, http_port=0, workers=2)
+    metrics = RewardMetrics()
+    diff = "New items:\n[214] link 'View order'\n\nDeleted items:\n[88] button 'Place Order'"
+    job = text_job("web_agent", diff, diff, None, "", "")
+
+    async def run() -> None:
+        engine = RewardEngine(settings, metrics)
+        await engine.start()
+        try:
+            assert engine._pool is not None
+            victim = engine._pool._procs[0].proc
+            victim.kill()
+            victim.join(10)
+            deadline = time.monotonic() + 60
+            while victim in [w.proc for w in engine._pool._procs]:
+                assert time.monotonic() < deadline, "dead process not replaced"
+                await asyncio.sleep(0.05)
+            results = await engine.score([job] * 40, timeout_s=60)
+            assert {r.status for r in results} == {Status.OK}
+            assert metrics.pool_queued._value.get() == 0
+            assert metrics.pool_utilisation._value.get() == 0
+        finally:
+            engine.close()
+
+    asyncio.run(run())
