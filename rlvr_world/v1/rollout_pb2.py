@@ -24,7 +24,7 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1brlvr_world/v1/rollout.proto\x12\rrlvr_world.v1\"\xc5\x01\n\x0eSamplingParams\x12\t\n\x01n\x18\x01 \x01(\x05\x12\x13\n\x0btemperature\x18\x02 \x01(\x01\x12\r\n\x05top_p\x18\x03 \x01(\x01\x12\r\n\x05top_k\x18\x04 \x01(\x05\x12\x12\n\nmax_tokens\x18\x05 \x01(\x05\x12\x12\n\nignore_eos\x18\x06 \x01(\x08\x12\x0c\n\x04seed\x18\x07 \x01(\x03\x12\x0c\n\x04stop\x18\x08 \x03(\t\x12\x31\n\x0e\x61llowed_tokens\x18\t \x01(\x0b\x32\x19.rlvr_world.v1.TokenRange\"(\n\nTokenRange\x12\r\n\x05\x62\x65gin\x18\x01 \x01(\x03\x12\x0b\n\x03\x65nd\x18\x02 \x01(\x03\"\xba\x01\n\x0fGenerateRequest\x12\x12\n\nrequest_id\x18\x01 \x01(\t\x12\x0e\n\x04text\x18\x02 \x01(\tH\x00\x12,\n\ttoken_ids\x18\x03 \x01(\x0b\x32\x17.rlvr_world.v1.TokenIdsH\x00\x12/\n\x08sampling\x18\x04 \x01(\x0b\x32\x1d.rlvr_world.v1.SamplingParams\x12\x1a\n\x12min_policy_version\x18\x05 \x01(\x03\x42\x08\n\x06prompt\"\x17\n\x08TokenIds\x12\x0b\n\x03ids\x18\x01 \x03(\x03\"R\n\x06Sample\x12\x11\n\ttoken_ids\x18\x01 \x03(\x03\x12\x10\n\x08logprobs\x18\x02 \x03(\x02\x12\x15\n\rfinish_reason\x18\x03 \x01(\t\x12\x0c\n\x04text\x18\x04 \x01(\t\"\x80\x01\n\x10GenerateResponse\x12\x12\n\nrequest_id\x18\x01 \x01(\t\x12\x18\n\x10prompt_token_ids\x18\x02 \x03(\x03\x12&\n\x07samples\x18\x03 \x03(\x0b\x32\x15.rlvr_world.v1.Sample\x12\x16\n\x0epolicy_version\x18\x04 \x01(\x03\"3\n\x12LoadWeightsRequest\x12\x0f\n\x07version\x18\x01 \x01(\x03\x12\x0c\n\x04path\x18\x02 \x01(\t\"7\n\x13LoadWeightsResponse\x12\x0f\n\x07version\x18\x01 \x01(\x03\x12\x0f\n\x07seconds\x18\x02 \x01(\x01\"\x13\n\x11\x45ngineInfoRequest\"_\n\x12\x45ngineInfoResponse\x12\x0e\n\x06\x65ngine\x18\x01 \x01(\t\x12\r\n\x05model\x18\x02 \x01(\t\x12\x16\n\x0epolicy_version\x18\x03 \x01(\x03\x12\x12\n\nvocab_size\x18\x04 \x01(\x03\x32\x80\x02\n\x0eRolloutService\x12K\n\x08Generate\x12\x1e.rlvr_world.v1.GenerateRequest\x1a\x1f.rlvr_world.v1.GenerateResponse\x12T\n\x0bLoadWeights\x12!.rlvr_world.v1.LoadWeightsRequest\x1a\".rlvr_world.v1.LoadWeightsResponse\x12K\n\x04Info\x12 .rlvr_world.v1.EngineInfoRequest\x1a!.rlvr_world.v1.EngineInfoResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1brlvr_world/v1/rollout.proto\x12\rrlvr_world.v1\"\xdd\x01\n\x0eSamplingParams\x12\t\n\x01n\x18\x01 \x01(\x05\x12\x13\n\x0btemperature\x18\x02 \x01(\x01\x12\r\n\x05top_p\x18\x03 \x01(\x01\x12\r\n\x05top_k\x18\x04 \x01(\x05\x12\x12\n\nmax_tokens\x18\x05 \x01(\x05\x12\x12\n\nignore_eos\x18\x06 \x01(\x08\x12\x0c\n\x04seed\x18\x07 \x01(\x03\x12\x0c\n\x04stop\x18\x08 \x03(\t\x12\x31\n\x0e\x61llowed_tokens\x18\t \x01(\x0b\x32\x19.rlvr_world.v1.TokenRange\x12\x16\n\x0esegment_tokens\x18\n \x01(\x05\"(\n\nTokenRange\x12\r\n\x05\x62\x65gin\x18\x01 \x01(\x03\x12\x0b\n\x03\x65nd\x18\x02 \x01(\x03\"\xe4\x01\n\x0fGenerateRequest\x12\x12\n\nrequest_id\x18\x01 \x01(\t\x12\x0e\n\x04text\x18\x02 \x01(\tH\x00\x12,\n\ttoken_ids\x18\x03 \x01(\x0b\x32\x17.rlvr_world.v1.TokenIdsH\x00\x12/\n\x08sampling\x18\x04 \x01(\x0b\x32\x1d.rlvr_world.v1.SamplingParams\x12\x1a\n\x12min_policy_version\x18\x05 \x01(\x03\x12(\n\x07inserts\x18\x06 \x03(\x0b\x32\x17.rlvr_world.v1.TokenIdsB\x08\n\x06prompt\"\x17\n\x08TokenIds\x12\x0b\n\x03ids\x18\x01 \x03(\x03\"d\n\x06Sample\x12\x11\n\ttoken_ids\x18\x01 \x03(\x03\x12\x10\n\x08logprobs\x18\x02 \x03(\x02\x12\x15\n\rfinish_reason\x18\x03 \x01(\t\x12\x0c\n\x04text\x18\x04 \x01(\t\x12\x10\n\x08inserted\x18\x05 \x03(\x08\"\x80\x01\n\x10GenerateResponse\x12\x12\n\nrequest_id\x18\x01 \x01(\t\x12\x18\n\x10prompt_token_ids\x18\x02 \x03(\x03\x12&\n\x07samples\x18\x03 \x03(\x0b\x32\x15.rlvr_world.v1.Sample\x12\x16\n\x0epolicy_version\x18\x04 \x01(\x03\"3\n\x12LoadWeightsRequest\x12\x0f\n\x07version\x18\x01 \x01(\x03\x12\x0c\n\x04path\x18\x02 \x01(\t\"7\n\x13LoadWeightsResponse\x12\x0f\n\x07version\x18\x01 \x01(\x03\x12\x0f\n\x07seconds\x18\x02 \x01(\x01\"\x13\n\x11\x45ngineInfoRequest\"_\n\x12\x45ngineInfoResponse\x12\x0e\n\x06\x65ngine\x18\x01 \x01(\t\x12\r\n\x05model\x18\x02 \x01(\t\x12\x16\n\x0epolicy_version\x18\x03 \x01(\x03\x12\x12\n\nvocab_size\x18\x04 \x01(\x03\x32\x80\x02\n\x0eRolloutService\x12K\n\x08Generate\x12\x1e.rlvr_world.v1.GenerateRequest\x1a\x1f.rlvr_world.v1.GenerateResponse\x12T\n\x0bLoadWeights\x12!.rlvr_world.v1.LoadWeightsRequest\x1a\".rlvr_world.v1.LoadWeightsResponse\x12K\n\x04Info\x12 .rlvr_world.v1.EngineInfoRequest\x1a!.rlvr_world.v1.EngineInfoResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -32,25 +32,25 @@ _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'rlvr_world.v1.rollout_pb2',
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
   _globals['_SAMPLINGPARAMS']._serialized_start=47
-  _globals['_SAMPLINGPARAMS']._serialized_end=244
-  _globals['_TOKENRANGE']._serialized_start=246
-  _globals['_TOKENRANGE']._serialized_end=286
-  _globals['_GENERATEREQUEST']._serialized_start=289
-  _globals['_GENERATEREQUEST']._serialized_end=475
-  _globals['_TOKENIDS']._serialized_start=477
-  _globals['_TOKENIDS']._serialized_end=500
-  _globals['_SAMPLE']._serialized_start=502
-  _globals['_SAMPLE']._serialized_end=584
-  _globals['_GENERATERESPONSE']._serialized_start=587
-  _globals['_GENERATERESPONSE']._serialized_end=715
-  _globals['_LOADWEIGHTSREQUEST']._serialized_start=717
-  _globals['_LOADWEIGHTSREQUEST']._serialized_end=768
-  _globals['_LOADWEIGHTSRESPONSE']._serialized_start=770
-  _globals['_LOADWEIGHTSRESPONSE']._serialized_end=825
-  _globals['_ENGINEINFOREQUEST']._serialized_start=827
-  _globals['_ENGINEINFOREQUEST']._serialized_end=846
-  _globals['_ENGINEINFORESPONSE']._serialized_start=848
-  _globals['_ENGINEINFORESPONSE']._serialized_end=943
-  _globals['_ROLLOUTSERVICE']._serialized_start=946
-  _globals['_ROLLOUTSERVICE']._serialized_end=1202
+  _globals['_SAMPLINGPARAMS']._serialized_end=268
+  _globals['_TOKENRANGE']._serialized_start=270
+  _globals['_TOKENRANGE']._serialized_end=310
+  _globals['_GENERATEREQUEST']._serialized_start=313
+  _globals['_GENERATEREQUEST']._serialized_end=541
+  _globals['_TOKENIDS']._serialized_start=543
+  _globals['_TOKENIDS']._serialized_end=566
+  _globals['_SAMPLE']._serialized_start=568
+  _globals['_SAMPLE']._serialized_end=668
+  _globals['_GENERATERESPONSE']._serialized_start=671
+  _globals['_GENERATERESPONSE']._serialized_end=799
+  _globals['_LOADWEIGHTSREQUEST']._serialized_start=801
+  _globals['_LOADWEIGHTSREQUEST']._serialized_end=852
+  _globals['_LOADWEIGHTSRESPONSE']._serialized_start=854
+  _globals['_LOADWEIGHTSRESPONSE']._serialized_end=909
+  _globals['_ENGINEINFOREQUEST']._serialized_start=911
+  _globals['_ENGINEINFOREQUEST']._serialized_end=930
+  _globals['_ENGINEINFORESPONSE']._serialized_start=932
+  _globals['_ENGINEINFORESPONSE']._serialized_end=1027
+  _globals['_ROLLOUTSERVICE']._serialized_start=1030
+  _globals['_ROLLOUTSERVICE']._serialized_end=1286
 # @@protoc_insertion_point(module_scope)

@@ -7,15 +7,27 @@ zero-value conventions are listed in ``services.rollout.engine``.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 
 from rlvr_world.v1 import rollout_pb2
-from services.rollout.engine import EngineInfo, Generation, InvalidRequest, SamplingParams
+from services.rollout.engine import (
+    EngineInfo,
+    Generation,
+    InvalidRequest,
+    SamplingParams,
+    plan_segments,
+)
 
 
 def params_from_proto(
-    msg: rollout_pb2.SamplingParams, max_n: int, max_tokens: int
+    msg: rollout_pb2.SamplingParams,
+    max_n: int,
+    max_tokens: int,
+    inserts: Sequence[rollout_pb2.TokenIds] = (),
 ) -> SamplingParams:
-    """Validated sampling parameters; ``max_n``/``max_tokens`` are the server's limits."""
+    """Validated sampling parameters; ``max_n``/``max_tokens`` are the server's limits (the
+    forced ``inserts`` of the request count against ``max_tokens`` too). Inserted ids are checked
+    against the vocabulary by the engine."""
     if not 1 <= msg.n <= max_n:
         raise InvalidRequest(f"sampling.n = {msg.n}: must be between 1 and {max_n}")
     if not 1 <= msg.max_tokens <= max_tokens:
@@ -39,7 +51,13 @@ def params_from_proto(
                 f"sampling.allowed_tokens = [{begin}, {end}): need 0 <= begin < end"
             )
         allowed = (begin, end)
-    return SamplingParams(
+    runs = tuple(tuple(int(t) for t in run.ids) for run in inserts)
+    forced = sum(len(run) for run in runs)
+    if forced > max_tokens:
+        raise InvalidRequest(
+            f"inserts: {forced} forced tokens in all, more than the server limit {max_tokens}"
+        )
+    params = SamplingParams(
         n=msg.n,
         temperature=msg.temperature,
         top_p=msg.top_p if msg.top_p > 0 else 1.0,
@@ -49,7 +67,11 @@ def params_from_proto(
         seed=msg.seed if msg.seed != 0 else None,
         stop=tuple(msg.stop),
         allowed_tokens=allowed,
+        segment_tokens=msg.segment_tokens,
+        inserts=runs,
     )
+    plan_segments(params)
+    return params
 
 
 def prompt_from_proto(msg: rollout_pb2.GenerateRequest) -> str | list[int]:
@@ -72,6 +94,7 @@ def generation_to_proto(request_id: str, gen: Generation) -> rollout_pb2.Generat
                 logprobs=s.logprobs,
                 finish_reason=s.finish_reason,
                 text=s.text,
+                inserted=s.inserted,
             )
             for s in gen.samples
         ],

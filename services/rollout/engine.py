@@ -12,6 +12,15 @@ means 1 (off), ``top_k`` 0 or -1 means off, ``seed`` 0 means "no seed" (fresh ra
 and ``max_tokens`` must be at least 1. ``allowed_tokens`` (a video model's visual ids) masks every
 other id before drawing (greedy included); the reported log-prob is still the full-vocabulary one,
 so a policy that puts mass outside the range is sampled slightly off-policy, as with top-k.
+
+Interleaved generation (``SamplingParams.inserts`` with ``segment_tokens``; the multi-step video
+world model's interactive rollout): generate ``segment_tokens`` tokens, append ``inserts[0]``,
+generate ``segment_tokens`` more, append ``inserts[1]``, ... The runs are the same for all ``n``
+samples. With ``k`` inserts, ``max_tokens`` counts generated tokens only and is ``(k+1) *
+segment_tokens`` (the sample ends with a segment) or ``k * segment_tokens`` (it ends with the last
+insert); ``ignore_eos`` is required and stop strings are refused, so every segment is full. A
+forced token's log-prob is reported as 0.0 and ``Sample.inserted`` marks it; ``allowed_tokens``
+restricts generated tokens only. :func:`plan_segments` checks these rules.
 """
 
 from __future__ import annotations
@@ -49,6 +58,10 @@ class SamplingParams:
     stop: tuple[str, ...] = ()
     #: Sample only ids in ``[begin, end)``; log-probs stay those of the full vocabulary.
     allowed_tokens: tuple[int, int] | None = None
+    #: Generated tokens between two inserts (0: no interleaving; then ``inserts`` is empty).
+    segment_tokens: int = 0
+    #: Forced token runs placed after each segment, the same for every sample.
+    inserts: tuple[tuple[int, ...], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -59,6 +72,56 @@ class Sample:
     logprobs: list[float]
     finish_reason: FinishReason
     text: str
+    #: Per token: True where it was forced by ``SamplingParams.inserts`` (empty without inserts).
+    inserted: list[bool] = field(default_factory=list)
+
+
+def plan_segments(params: SamplingParams) -> list[tuple[int, ...]]:
+    """The forced run after each generated segment (``()`` after the last one when the sample
+    ends with a segment); ``[()]`` for plain generation. ``InvalidRequest`` names the field.
+
+    Engines generate ``params.segment_tokens`` tokens (all of ``max_tokens`` when not
+    interleaving) per entry, then append the entry's run."""
+    size, runs = params.segment_tokens, params.inserts
+    if size < 0:
+        raise InvalidRequest(f"sampling.segment_tokens = {size}: must be >= 0 (0: off)")
+    if size == 0:
+        if runs:
+            raise InvalidRequest("sampling.segment_tokens: must be >= 1 when inserts are given")
+        return [()]
+    for index, run in enumerate(runs):
+        if not run:
+            raise InvalidRequest(f"inserts[{index}] is empty")
+    if not params.ignore_eos:
+        raise InvalidRequest("sampling.ignore_eos: must be true with segment_tokens")
+    if params.stop:
+        raise InvalidRequest("sampling.stop: stop strings are not supported with segment_tokens")
+    k = len(runs)
+    if params.max_tokens == (k + 1) * size:
+        return [*runs, ()]
+    if k and params.max_tokens == k * size:
+        return list(runs)
+    allowed = f"{(k + 1) * size}" + (f" or {k * size}" if k else "")
+    raise InvalidRequest(
+        f"sampling.max_tokens = {params.max_tokens}: with {k} inserts of segment_tokens {size} "
+        f"it must be {allowed} (generated tokens only)"
+    )
+
+
+def check_inserts(params: SamplingParams, vocab_size: int) -> None:
+    """``InvalidRequest`` naming the first inserted id outside ``[0, vocab_size)``."""
+    for index, run in enumerate(params.inserts):
+        for pos, token in enumerate(run):
+            if not 0 <= token < vocab_size:
+                raise InvalidRequest(
+                    f"inserts[{index}].ids[{pos}] = {token} is outside the vocabulary "
+                    f"[0, {vocab_size})"
+                )
+
+
+def inserted_total(params: SamplingParams) -> int:
+    """Forced tokens per sample."""
+    return sum(len(run) for run in params.inserts)
 
 
 @dataclass(frozen=True)

@@ -67,7 +67,10 @@ class RolloutServicer(rollout_pb2_grpc.RolloutServiceServicer):
             )
         try:
             params = params_from_proto(
-                request.sampling, self.settings.max_n, self.settings.max_tokens
+                request.sampling,
+                self.settings.max_n,
+                self.settings.max_tokens,
+                request.inserts,
             )
             prompt = prompt_from_proto(request)
             gen = await self._run(lambda: self.engine.generate(prompt, params))

@@ -3,9 +3,11 @@ small models on CPU (or one GPU).
 
 Generation is a manual sampling loop with a KV cache: the prompt is prefilled once, the cache is
 repeated for the ``n`` samples, then one token per step for all samples at once (finished samples
-keep stepping and are cut afterwards). Log-probs follow ``services.rollout.sampling``. One request
-runs at a time (a lock around the model); weight loads wait for the running request and never mix
-two versions in one generation.
+keep stepping and are cut afterwards). With ``inserts`` (interleaved generation, see
+``services.rollout.engine``) each forced run is fed through the KV cache for all ``n`` rows in the
+same forward pass as the segment's last generated token. Log-probs follow
+``services.rollout.sampling``. One request runs at a time (a lock around the model); weight loads
+wait for the running request and never mix two versions in one generation.
 
 Weights (``load_weights``): a directory written by the trainer (``trainer/checkpoint.py``), i.e.
 ``save_pretrained`` output: ``*.safetensors`` of the full model (copied in place, tied embeddings
@@ -36,6 +38,9 @@ from services.rollout.engine import (
     Sample,
     SamplingParams,
     WeightsNotFound,
+    check_inserts,
+    inserted_total,
+    plan_segments,
 )
 from services.rollout.sampling import next_tokens
 
@@ -176,16 +181,19 @@ class TransformersEngine:
 
     def generate(self, prompt: str | Sequence[int], params: SamplingParams) -> Generation:
         ids = self.prompt_ids(prompt)
-        if self.context_length is not None and len(ids) + params.max_tokens > self.context_length:
+        total = len(ids) + params.max_tokens + inserted_total(params)
+        if self.context_length is not None and total > self.context_length:
             raise InvalidRequest(
                 f"sampling.max_tokens: {len(ids)} prompt tokens + max_tokens {params.max_tokens} "
-                f"exceed the model's context length {self.context_length}"
+                f"+ {inserted_total(params)} inserted tokens exceed the model's context length "
+                f"{self.context_length}"
             )
         if params.allowed_tokens is not None and params.allowed_tokens[1] > self.vocab_size:
             raise InvalidRequest(
                 f"sampling.allowed_tokens ends at {params.allowed_tokens[1]}, past the vocabulary "
                 f"size {self.vocab_size}"
             )
+        check_inserts(params, self.vocab_size)
         generator = None
         if params.seed is not None:
             generator = torch.Generator(device=self.device).manual_seed(params.seed)
@@ -207,6 +215,8 @@ class TransformersEngine:
         self, ids: list[int], params: SamplingParams, generator: torch.Generator | None
     ) -> list[Sample]:
         n = params.n
+        plan = plan_segments(params)
+        segment = params.segment_tokens or params.max_tokens
         out = self.model(input_ids=torch.tensor([ids], device=self.device), use_cache=True)
         cache = out.past_key_values
         if n > 1:
@@ -214,32 +224,46 @@ class TransformersEngine:
         logits = out.logits[:, -1, :].expand(n, -1)
         tokens: list[list[int]] = [[] for _ in range(n)]
         logps: list[list[float]] = [[] for _ in range(n)]
+        forced: list[bool] = []
         finish: list[FinishReason] = ["length"] * n
         cut: list[int | None] = [None] * n
         active = set(range(n))
-        for step in range(params.max_tokens):
-            nxt, lp = next_tokens(logits, params, generator)
-            nxt_list, lp_list = nxt.tolist(), lp.tolist()
-            for i in sorted(active):
-                tokens[i].append(int(nxt_list[i]))
-                logps[i].append(float(lp_list[i]))
-                if not params.ignore_eos and nxt_list[i] in self.eos:
-                    finish[i] = "stop"
-                    active.discard(i)
-                elif params.stop and (at := self._stop_at(tokens[i], params.stop)) is not None:
-                    finish[i], cut[i] = "stop", at
-                    active.discard(i)
-            if not active or step == params.max_tokens - 1:
-                break
-            out = self.model(input_ids=nxt.unsqueeze(-1), past_key_values=cache, use_cache=True)
-            cache = out.past_key_values
-            logits = out.logits[:, -1, :]
+        pending: torch.Tensor | None = None  # (n, m) ids not yet fed through the cache
+        for run in plan:
+            for _ in range(segment):
+                if pending is not None:
+                    out = self.model(input_ids=pending, past_key_values=cache, use_cache=True)
+                    cache = out.past_key_values
+                    logits = out.logits[:, -1, :]
+                nxt, lp = next_tokens(logits, params, generator)
+                pending = nxt.unsqueeze(-1)
+                nxt_list, lp_list = nxt.tolist(), lp.tolist()
+                for i in sorted(active):
+                    tokens[i].append(int(nxt_list[i]))
+                    logps[i].append(float(lp_list[i]))
+                    if not params.ignore_eos and nxt_list[i] in self.eos:
+                        finish[i] = "stop"
+                        active.discard(i)
+                    elif params.stop and (at := self._stop_at(tokens[i], params.stop)) is not None:
+                        finish[i], cut[i] = "stop", at
+                        active.discard(i)
+                if not active:
+                    break
+            forced += [False] * segment + [True] * len(run)
+            if not active or not run or pending is None:
+                continue
+            for i in range(n):
+                tokens[i] += run
+                logps[i] += [0.0] * len(run)
+            forced_ids = torch.tensor([run], device=self.device).expand(n, -1)
+            pending = torch.cat([pending, forced_ids], dim=1)
         return [
             Sample(
                 token_ids=tokens[i],
                 logprobs=logps[i],
                 finish_reason=finish[i],
                 text=self._decode(tokens[i])[: cut[i]],
+                inserted=list(forced) if params.inserts else [],
             )
             for i in range(n)
         ]
