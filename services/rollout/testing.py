@@ -25,3 +25,7 @@ class ServiceThread(_ServiceThread[RunningService]):
     ) -> None:
         self.settings = settings
         super().__init__(lambda: start_service(settings, engine), start_timeout_s)
+
+    def __enter__(self) -> ServiceThread:
+        self.start()
+        return self

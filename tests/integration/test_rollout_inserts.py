@@ -33,8 +33,7 @@ def model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="module")
 def svc(model_dir: Path) -> Iterator[ServiceThread]:
     settings = RolloutSettings(model=str(model_dir), grpc_port=0, max_n=8, max_tokens=64)
-    service = ServiceThread(settings)
-    with service:
+    with ServiceThread(settings) as service:
         yield service
 
 
