@@ -80,13 +80,15 @@ class PackedBatch:
     attention_mask: torch.Tensor  # (B, L)
     gather_index: torch.Tensor  # (B, R): position in the shifted (L-1) axis of response token t
     response_ids: torch.Tensor  # (B, R)
-    response_mask: torch.Tensor  # (B, R)
+    response_mask: torch.Tensor  # (B, R): 1 on trained response tokens (the sample's loss_mask)
     old_logprobs: torch.Tensor  # (B, R) behaviour log-probs
     advantages: torch.Tensor  # (B, R)
 
 
 def pack(samples: Sequence[TrainSample], device: torch.device) -> PackedBatch:
-    """Collate samples into tensors (pad id 0, masked out)."""
+    """Collate samples into tensors (pad id 0, masked out). The response mask is the sample's
+    ``loss_mask`` (all ones when None): masked tokens stay in the input, as context of the tokens
+    after them, but get no policy-gradient, KL or entropy term."""
     lengths = [len(s.prompt_token_ids) + len(s.token_ids) for s in samples]
     b, length, r = len(samples), max(lengths), max(len(s.token_ids) for s in samples)
     ids = torch.zeros(b, length, dtype=torch.long)
@@ -102,7 +104,14 @@ def pack(samples: Sequence[TrainSample], device: torch.device) -> PackedBatch:
         attn[i, : p + n] = 1
         index[i] = torch.clamp(torch.arange(r) + p - 1, max=length - 2)
         resp[i, :n] = torch.tensor(s.token_ids)
-        rmask[i, :n] = 1.0
+        if s.loss_mask is None:
+            rmask[i, :n] = 1.0
+        elif len(s.loss_mask) != n:
+            raise ValueError(
+                f"loss_mask of sample {i} has {len(s.loss_mask)} entries for {n} response tokens"
+            )
+        else:
+            rmask[i, :n] = torch.tensor(s.loss_mask, dtype=rmask.dtype)
         old[i, :n] = torch.tensor(s.behaviour_logprobs)
         adv[i, :n] = s.advantage
     tensors = (ids, attn, index, resp, rmask, old, adv)

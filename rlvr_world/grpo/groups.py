@@ -8,6 +8,8 @@ trainer's.
 A group left with fewer than two valid samples is dropped (reason ``too_few_valid``): its
 advantage would be 0 (all-equal) or the raw reward (singleton rule), neither a useful signal.
 Rewards reaching the advantage are finite by the schema's validation, so no NaN reaches the loss.
+A sample's ``loss_mask`` (tokens the rollout forced) travels with it to the trainer's response mask;
+masked tokens still count as the sample's tokens for the group statistics (one reward per sample).
 """
 
 from __future__ import annotations
@@ -34,6 +36,8 @@ class TrainSample:
     behaviour_logprobs: tuple[float, ...]
     reward: float
     advantage: float
+    #: Per response token, 1 trained and 0 left out of every loss term; None: all trained.
+    loss_mask: tuple[int, ...] | None = None
 
 
 @dataclass(frozen=True)
@@ -55,6 +59,10 @@ def training_reward(sample: ScoredSample, unparseable_reward: float | None) -> f
     if sample.status is Status.UNPARSEABLE and unparseable_reward is not None:
         return unparseable_reward
     return None
+
+
+def _mask(sample: ScoredSample) -> tuple[int, ...] | None:
+    return tuple(sample.loss_mask) if sample.loss_mask is not None else None
 
 
 def prepare_groups(
@@ -93,6 +101,7 @@ def prepare_groups(
             behaviour_logprobs=tuple(g.samples[i].logprobs),
             reward=float(scores[k]),
             advantage=float(adv[k]),
+            loss_mask=_mask(g.samples[i]),
         )
         for k, (g, i) in enumerate(kept)
     ]

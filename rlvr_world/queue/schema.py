@@ -28,6 +28,7 @@ SCHEMA_VERSION = 1
 """Bump when a field changes meaning; consumers reject other versions (dead-letter)."""
 
 TokenId = Annotated[int, Field(ge=0)]
+MaskBit = Annotated[int, Field(ge=0, le=1)]
 
 
 class SchemaError(ValueError):
@@ -39,7 +40,8 @@ class SchemaError(ValueError):
 
 
 class ScoredSample(BaseModel):
-    """One sampled response: tokens, behaviour log-probs (one per token), reward and status."""
+    """One sampled response: tokens, behaviour log-probs (one per token), reward and status, and
+    optionally which tokens the trainer leaves out of the loss (``loss_mask``)."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
@@ -52,6 +54,13 @@ class ScoredSample(BaseModel):
     )
     status: Status = Field(description="reward status; samples not ok are excluded from GRPO")
     metrics: dict[str, float] = Field(default_factory=dict, description="named reward metrics")
+    loss_mask: list[MaskBit] | None = Field(
+        default=None,
+        description=(
+            "per response token: 1 trained, 0 left out of the loss (e.g. tokens the rollout "
+            "forced, such as a video model's ground-truth actions); null: every token trained"
+        ),
+    )
 
     @model_validator(mode="after")
     def _check(self) -> ScoredSample:
@@ -59,6 +68,11 @@ class ScoredSample(BaseModel):
             raise ValueError(
                 f"token_ids has {len(self.token_ids)} entries but logprobs has "
                 f"{len(self.logprobs)}: one behaviour log-prob per response token is required"
+            )
+        if self.loss_mask is not None and len(self.loss_mask) != len(self.token_ids):
+            raise ValueError(
+                f"loss_mask has {len(self.loss_mask)} entries but token_ids has "
+                f"{len(self.token_ids)}: one mask bit per response token is required"
             )
         if self.status is Status.OK:
             if self.reward is None or not math.isfinite(self.reward):

@@ -27,6 +27,16 @@ checkpoint from the safetensors headers before anything is loaded, so a wrong ch
 with the old weights intact; then vLLM reloads in place (``reload_weights`` through
 ``collective_rpc``) and the prefix cache is reset (cached KV of the old weights must not serve the
 new ones). LoRA adapter checkpoints are refused (merge them first; the transformers engine merges).
+
+Interleaved generation (``inserts`` with ``segment_tokens``, ``services.rollout.engine``) is
+implemented exactly, with one vLLM ``generate`` per segment: the first segment draws the ``n``
+samples from the prompt (``n`` as asked), each later one continues every sample from its own prefix
+(prompt, its tokens so far, the forced run) as a request with ``n=1``, all ``n`` in one call. Every
+generated token is thus sampled from the model conditioned on its full prefix, with the log-prob
+convention above; forced tokens get 0.0. With a seed, the later requests get seeds derived from it,
+the segment and the sample (reproducible, not equal to the transformers engine's draws). vLLM's
+prefix cache (where enabled) reuses the KV of the shared prefixes; without it each segment
+recomputes its prompt.
 """
 
 from __future__ import annotations
@@ -51,6 +61,9 @@ from services.rollout.engine import (
     Sample,
     SamplingParams,
     WeightsNotFound,
+    check_inserts,
+    inserted_total,
+    plan_segments,
 )
 
 log = logging.getLogger(__name__)
@@ -94,6 +107,13 @@ def check_shapes_fit(own: Mapping[str, Shape], new: Mapping[str, Shape]) -> None
 def finish_reason(reason: str | None) -> FinishReason:
     """vLLM's ``length`` stays; ``stop`` (EOS or a stop string) and anything else is ``stop``."""
     return "length" if reason == "length" else "stop"
+
+
+def segment_seed(seed: int | None, segment: int, sample: int) -> int | None:
+    """The seed of ``sample``'s continuation request in ``segment`` (None without a seed)."""
+    if seed is None:
+        return None
+    return (seed * 1_000_003 + segment * 10_007 + sample) % 2**63
 
 
 class VllmEngine:
@@ -232,31 +252,85 @@ class VllmEngine:
 
     def generate(self, prompt: str | Sequence[int], params: SamplingParams) -> Generation:
         ids = self.prompt_ids(prompt)
-        if len(ids) + params.max_tokens > self.context_length:
+        forced = inserted_total(params)
+        if len(ids) + params.max_tokens + forced > self.context_length:
             raise InvalidRequest(
                 f"sampling.max_tokens: {len(ids)} prompt tokens + max_tokens {params.max_tokens} "
-                f"exceed the model's context length {self.context_length}"
+                f"+ {forced} inserted tokens exceed the model's context length "
+                f"{self.context_length}"
             )
         if params.allowed_tokens is not None and params.allowed_tokens[1] > self.vocab_size:
             raise InvalidRequest(
                 f"sampling.allowed_tokens ends at {params.allowed_tokens[1]}, past the vocabulary "
                 f"size {self.vocab_size}"
             )
+        check_inserts(params, self.vocab_size)
+        plan = plan_segments(params)
         # vLLM refuses n > 1 with greedy decoding; greedy samples are identical, so draw one.
         greedy = params.temperature <= 0
         asked = replace(params, n=1) if greedy else params
-        request = {"prompt_token_ids": ids}
         with self._lock:
             version = self._version
-            try:
-                outputs = self.llm.generate([request], self.sampling_params(asked), use_tqdm=False)
-            except self._validation_error as exc:
-                raise InvalidRequest(f"sampling: vLLM refused the request: {exc}") from exc
-        (output,) = outputs
-        samples = [self._sample(completion) for completion in output.outputs]
+            if params.segment_tokens:
+                samples = self._interleaved(ids, asked, plan)
+            else:
+                (output,) = self._generate([ids], [asked])
+                samples = [self._sample(completion) for completion in output.outputs]
         if greedy:
             samples = samples * params.n
         return Generation(prompt_token_ids=ids, samples=samples, policy_version=version)
+
+    def _generate(self, prompts: list[list[int]], params: list[SamplingParams]) -> Any:
+        """One ``LLM.generate`` over token-id prompts, each with its own parameters."""
+        requests = [{"prompt_token_ids": p} for p in prompts]
+        try:
+            return self.llm.generate(
+                requests, [self.sampling_params(p) for p in params], use_tqdm=False
+            )
+        except self._validation_error as exc:
+            raise InvalidRequest(f"sampling: vLLM refused the request: {exc}") from exc
+
+    def _interleaved(
+        self, ids: list[int], params: SamplingParams, plan: list[tuple[int, ...]]
+    ) -> list[Sample]:
+        """Segments of ``params.segment_tokens`` generated tokens with the forced runs between."""
+        size = params.segment_tokens
+        plain = replace(params, max_tokens=size, segment_tokens=0, inserts=())
+        tokens: list[list[int]] = [[] for _ in range(params.n)]
+        logps: list[list[float]] = [[] for _ in range(params.n)]
+        flags: list[bool] = []
+        for index, run in enumerate(plan):
+            if index == 0:
+                (output,) = self._generate([ids], [plain])
+                completions = list(output.outputs)
+            else:
+                rows = [
+                    replace(plain, n=1, seed=segment_seed(params.seed, index, i))
+                    for i in range(params.n)
+                ]
+                outputs = self._generate([ids + t for t in tokens], rows)
+                completions = [out.outputs[0] for out in outputs]
+            if len(completions) != params.n:
+                raise RuntimeError(f"vLLM returned {len(completions)} samples for {params.n}")
+            for i, completion in enumerate(completions):
+                part = self._sample(completion)
+                if len(part.token_ids) != size:
+                    raise RuntimeError(
+                        f"vLLM returned {len(part.token_ids)} tokens for a segment of {size}"
+                    )
+                tokens[i] += part.token_ids + list(run)
+                logps[i] += part.logprobs + [0.0] * len(run)
+            flags += [False] * size + [True] * len(run)
+        return [
+            Sample(
+                token_ids=t,
+                logprobs=lp,
+                finish_reason="length",
+                text=str(self.tokenizer.decode(t, skip_special_tokens=True)),
+                inserted=list(flags) if params.inserts else [],
+            )
+            for t, lp in zip(tokens, logps, strict=True)
+        ]
 
     @staticmethod
     def _sample(completion: Any) -> Sample:

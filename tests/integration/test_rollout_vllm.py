@@ -181,6 +181,45 @@ def test_allowed_tokens_keep_samples_in_range_and_logprobs_are_of_the_restricted
         assert max(abs(a - b) for a, b in zip(sample.logprobs, expected, strict=True)) < TOL
 
 
+@pytest.mark.parametrize(("temperature", "trailing"), [(1.0, False), (0.0, True)])
+def test_inserts_between_segments_with_logprobs_of_teacher_forcing(
+    stub: rollout_pb2_grpc.RolloutServiceStub, reference: Any, temperature: float, trailing: bool
+) -> None:
+    """One vLLM generate per segment; each sample continues from its own prefix."""
+    runs, segment = [[250, 251, 252], [260, 261]], 4
+    max_tokens = segment * (len(runs) if trailing else len(runs) + 1)
+    req = request(
+        PROMPT,
+        n=4,
+        temperature=temperature,
+        max_tokens=max_tokens,
+        ignore_eos=True,
+        segment_tokens=segment,
+    )
+    req.inserts.extend(rollout_pb2.TokenIds(ids=run) for run in runs)
+    resp = stub.Generate(req)
+    flags = [False] * 4 + [True] * 3 + [False] * 4 + [True] * 2 + ([] if trailing else [False] * 4)
+    assert len(resp.samples) == 4
+    for sample in resp.samples:
+        tokens = list(sample.token_ids)
+        assert list(sample.inserted) == flags and len(tokens) == len(sample.logprobs) == len(flags)
+        assert [t for t, f in zip(tokens, flags, strict=True) if f] == [250, 251, 252, 260, 261]
+        assert all(lp == 0.0 for lp, f in zip(sample.logprobs, flags, strict=True) if f)
+        expected = recompute(reference, PROMPT, tokens, temperature)
+        errors = [
+            abs(a - b) for a, b, f in zip(sample.logprobs, expected, flags, strict=True) if not f
+        ]
+        assert max(errors) < TOL
+    if temperature > 0:
+        assert len({tuple(s.token_ids) for s in resp.samples}) > 1
+    bad = request(PROMPT, n=2, max_tokens=9, ignore_eos=True, segment_tokens=segment)
+    bad.inserts.extend(rollout_pb2.TokenIds(ids=run) for run in runs)
+    with pytest.raises(grpc.RpcError) as err:
+        stub.Generate(bad)
+    assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert "sampling.max_tokens = 9" in (err.value.details() or "")
+
+
 def test_text_prompt_is_tokenized_like_the_models_tokenizer(
     stub: rollout_pb2_grpc.RolloutServiceStub, model_dir: Path
 ) -> None:

@@ -88,3 +88,31 @@ def test_unknown_fields_and_negative_tokens_rejected() -> None:
         _group(surprise=1)
     with pytest.raises(ValueError, match="greater than or equal to 0"):
         _group(prompt_token_ids=[-1])
+
+
+def test_loss_mask_round_trips_and_defaults_to_none() -> None:
+    masked = {
+        "token_ids": [4, 5, 6],
+        "logprobs": [-0.1, 0.0, -2.0],
+        "reward": 0.5,
+        "status": "ok",
+        "loss_mask": [1, 0, 1],
+    }
+    group = _group(
+        samples=[masked, {"token_ids": [7], "logprobs": [-0.3], "reward": 1.0, "status": "ok"}]
+    )
+    back = group_from_fields(group.to_fields())
+    assert back == group
+    assert back.samples[0].loss_mask == [1, 0, 1]
+    assert back.samples[1].loss_mask is None
+
+
+def test_loss_mask_of_the_wrong_length_or_values_is_refused_with_the_field() -> None:
+    good = _group().to_fields()
+    bad = json.loads(good["payload"])
+    bad["samples"][0]["loss_mask"] = [1]
+    with pytest.raises(SchemaError, match="loss_mask has 1 entries but token_ids has 2"):
+        group_from_fields({**good, "payload": json.dumps(bad)})
+    bad["samples"][0]["loss_mask"] = [1, 2]
+    with pytest.raises(SchemaError, match=r"invalid samples\.0\.loss_mask\.1"):
+        group_from_fields({**good, "payload": json.dumps(bad)})
