@@ -25,6 +25,8 @@ logger = logging.getLogger(__name__)
 #: Models in the order they appear in tables and grids.
 MODELS = ("mle", "mle_continued", "rlvr")
 LABELS = {"mle": "MLE", "mle_continued": "MLE, continued", "rlvr": "RLVR"}
+#: Column headers of the grid (a cell is 2x the frame width: short names).
+SHORT = {"mle": "MLE", "mle_continued": "MLE cont.", "rlvr": "RLVR"}
 #: (key, label, higher is better)
 METRICS = (
     ("reward", "reward -(L1 + ST-LPIPS)", True),
@@ -87,7 +89,7 @@ def write_compare(
     names = [n for n in MODELS if n in predictions]
     n_ctx = clips[0][0].shape[0] - 1
     h, w = clips[0][0].shape[1:3]
-    cols = [f"context {i}" for i in range(n_ctx)] + [LABELS[n] for n in names] + ["true"]
+    cols = [f"context {i}" for i in range(n_ctx)] + [SHORT[n] for n in names] + ["true"]
     cell_w, cell_h, header = w * scale + gap, h * scale + gap, 16
     canvas = Image.new("RGB", (len(cols) * cell_w + gap, header + len(clips) * cell_h), "white")
     draw = ImageDraw.Draw(canvas)
