@@ -71,8 +71,16 @@ class ServiceClients:
         prompt: str | Sequence[int],
         sampling: Sampling,
         min_version: int = 0,
+        *,
+        inserts: Sequence[Sequence[int]] | None = None,
+        segment_tokens: int = 0,
     ) -> Any:
-        """One ``Generate`` call (a text prompt or token ids); returns the ``GenerateResponse``."""
+        """One ``Generate`` call (a text prompt or token ids); returns the ``GenerateResponse``.
+
+        ``inserts`` with ``segment_tokens``: interleaved generation (segment_tokens generated
+        tokens, ``inserts[0]``, segment_tokens more, ...; ``sampling.max_tokens`` counts the
+        generated ones and ``sampling.ignore_eos`` must be set); ``Sample.inserted`` marks the
+        forced tokens. The service checks the combination and answers INVALID_ARGUMENT."""
         params = rollout_pb2.SamplingParams(
             n=sampling.n,
             temperature=sampling.temperature,
@@ -81,12 +89,16 @@ class ServiceClients:
             max_tokens=sampling.max_tokens,
             seed=sampling.seed,
             ignore_eos=sampling.ignore_eos,
+            segment_tokens=segment_tokens,
         )
         if sampling.allowed_tokens is not None:
             begin, end = sampling.allowed_tokens
             params.allowed_tokens.CopyFrom(rollout_pb2.TokenRange(begin=begin, end=end))
         req = rollout_pb2.GenerateRequest(
-            request_id=request_id, sampling=params, min_policy_version=min_version
+            request_id=request_id,
+            sampling=params,
+            min_policy_version=min_version,
+            inserts=[rollout_pb2.TokenIds(ids=[int(t) for t in run]) for run in inserts or ()],
         )
         if isinstance(prompt, str):
             req.text = prompt

@@ -146,13 +146,25 @@ def to_sample(
     token_ids: list[int],
     logprobs: list[float],
     result: RewardResult,
+    inserted: Iterable[bool] = (),
 ) -> ScoredSample:
-    """A wire sample with the scorer's status; the reward is kept only when it is finite."""
+    """A wire sample with the scorer's status; the reward is kept only when it is finite.
+
+    ``inserted`` is the rollout's ``Sample.inserted``: when any token was forced (e.g. a video
+    model's ground-truth actions), ``loss_mask`` is 0 there and 1 elsewhere, so the trainer does
+    not train on them; otherwise ``loss_mask`` stays unset (all tokens trained)."""
     metrics = {k: float(v) for k, v in result.metrics.items() if math.isfinite(float(v))}
     reward: float | None = result.reward if math.isfinite(result.reward) else None
     status = result.status if reward is not None or result.status is not Status.OK else Status.ERROR
+    flags = [bool(f) for f in inserted]
+    loss_mask = [0 if f else 1 for f in flags] if any(flags) else None
     return ScoredSample(
-        token_ids=token_ids, logprobs=logprobs, reward=reward, status=status, metrics=metrics
+        token_ids=token_ids,
+        logprobs=logprobs,
+        reward=reward,
+        status=status,
+        metrics=metrics,
+        loss_mask=loss_mask,
     )
 
 

@@ -11,6 +11,7 @@ from typing import Any
 
 import grpc
 import pytest
+import torch
 
 from rlvr_world.v1 import rollout_pb2, rollout_pb2_grpc
 from services.rollout.engine import InvalidRequest, SamplingParams, plan_segments
@@ -185,3 +186,48 @@ def test_plan_segments_follows_the_insert_rules() -> None:
         plan_segments(
             SamplingParams(max_tokens=5, segment_tokens=2, ignore_eos=True, inserts=((9,), (8,)))
         )
+
+
+def test_client_inserts_reach_the_trainer_as_a_loss_mask(svc: ServiceThread) -> None:
+    """Orchestrator client -> rollout service -> wire sample -> GRPO batch -> response mask."""
+    import asyncio
+
+    from rlvr_world.grpo.groups import prepare_groups
+    from rlvr_world.orchestrator.clients import Sampling, ServiceClients
+    from rlvr_world.orchestrator.worker import to_sample
+    from rlvr_world.queue.schema import ScoredGroup, group_from_fields
+    from rlvr_world.rewards.types import RewardResult, Status
+    from trainer.model import pack
+
+    async def generate() -> Any:
+        # decoder/reward are never called here; their channels stay idle
+        clients = ServiceClients(svc.grpc_address, "127.0.0.1:1", "127.0.0.1:1", timeout_s=30)
+        try:
+            sampling = Sampling(n=3, max_tokens=8, seed=3, ignore_eos=True)
+            return await clients.generate(
+                "c1", PROMPT, sampling, inserts=[[250, 251], [260]], segment_tokens=4
+            )
+        finally:
+            await clients.close()
+
+    resp = asyncio.run(generate())
+    flags = [False] * 4 + [True] * 2 + [False] * 4 + [True]
+    assert [list(s.inserted) for s in resp.samples] == [flags] * 3
+    rewards = [RewardResult(reward=float(i), status=Status.OK, metrics={}) for i in range(3)]
+    wire = [
+        to_sample(list(s.token_ids), list(s.logprobs), r, s.inserted)
+        for s, r in zip(resp.samples, rewards, strict=True)
+    ]
+    plain = to_sample([5, 6], [-1.0, -1.0], rewards[0], [False, False])
+    assert plain.loss_mask is None
+    group = ScoredGroup(
+        group_id="c1",
+        prompt_id="p",
+        task="video",
+        policy_version=0,
+        prompt_token_ids=list(resp.prompt_token_ids),
+        samples=wire,
+    )
+    back = group_from_fields(group.to_fields())
+    batch = pack(prepare_groups([back]).samples, torch.device("cpu"))
+    assert batch.response_mask.tolist() == [[0.0 if f else 1.0 for f in flags]] * 3
