@@ -286,7 +286,7 @@ class Orchestrator:
         if len(results) != len(gen.samples):
             raise ValueError(f"{len(results)} rewards for {len(gen.samples)} samples")
         samples = [
-            to_sample(list(s.token_ids), list(s.logprobs), r)
+            to_sample(list(s.token_ids), list(s.logprobs), r, list(s.inserted))
             for s, r in zip(gen.samples, results, strict=True)
         ]
         return ScoredGroup(
