@@ -28,6 +28,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections import deque
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -104,7 +105,8 @@ def inprocess_rate(rows: list[dict[str, Any]], seconds: float) -> float:
 
 
 def grpc_batch_rate(rows: list[dict[str, Any]], workers: int, seconds: float) -> float:
-    """ScoreBatch req/s with two calls in flight (the pool never waits on the wire)."""
+    """ScoreBatch req/s with two calls always in flight: each answer sends the next call, so the
+    pool never waits on the wire (the trainer's pattern; not two calls, wait for both, repeat)."""
     import grpc
 
     from rlvr_world.client import verl_request
@@ -116,11 +118,18 @@ def grpc_batch_rate(rows: list[dict[str, Any]], workers: int, seconds: float) ->
         with grpc.insecure_channel(address) as ch:
             stub = reward_pb2_grpc.RewardServiceStub(ch)
 
-            def two() -> int:
-                futures = [stub.ScoreBatch.future(batch, timeout=120) for _ in range(2)]
-                return sum(len(f.result().responses) for f in futures)
+            inflight = deque(stub.ScoreBatch.future(batch, timeout=120) for _ in range(2))
 
-            return rate(two, seconds)
+            def next_answer() -> int:
+                answered = len(inflight.popleft().result().responses)
+                inflight.append(stub.ScoreBatch.future(batch, timeout=120))
+                return answered
+
+            try:
+                return rate(next_answer, seconds)
+            finally:
+                for call in inflight:
+                    call.result()
     finally:
         proc.send_signal(signal.SIGTERM)
         proc.wait(timeout=30)

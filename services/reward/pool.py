@@ -11,7 +11,8 @@ in a backlog and go to whichever process answers first, which keeps the processe
 Frames are a 4-byte big-endian length and a pickle: ``(chunk_id, rows)`` to a process,
 ``(chunk_id, results)`` back (``chunk_id`` -1 is the start-up "ready"). A chunk whose future is
 cancelled (deadline) before it is sent is dropped; one already sent runs and its result is dropped.
-A process that dies fails the chunks it held (``ProcessDied``) and is replaced.
+A process that dies fails the chunks it held (``ProcessDied``) and is replaced (after a pause if it
+died before it was ready); one that dies during ``start()`` makes ``start()`` raise.
 """
 
 from __future__ import annotations
@@ -36,6 +37,8 @@ DEPTH = 2
 #: ... or more while it holds fewer rows than this (single requests take well under a millisecond).
 FEED_ROWS = 8
 MAX_HELD = 16
+#: Pause before replacing a process that died during its start-up (no tight respawn loop).
+RESPAWN_PAUSE_S = 1.0
 _HEADER = struct.Struct("!I")
 _READY = -1
 _RECV_BYTES = 1 << 20
@@ -114,10 +117,14 @@ class ScoringPool:
         self._loop = asyncio.get_running_loop()
         for _ in range(self.workers):
             self._spawn()
-        while not all(w.ready for w in self._procs):
-            waiter = self._loop.create_future()
-            self._ready_waiters.append(waiter)
-            await waiter
+        try:
+            while not all(w.ready for w in self._procs):
+                waiter = self._loop.create_future()
+                self._ready_waiters.append(waiter)
+                await waiter
+        except RuntimeError:
+            self.close()
+            raise
 
     def _spawn(self) -> None:
         assert self._loop is not None
@@ -280,9 +287,19 @@ class ScoringPool:
             if not chunk.future.done():
                 chunk.future.set_exception(err)
         worker.held.clear()
+        if not worker.ready and self._ready_waiters:  # start() is waiting: fail it, no retries
+            for waiter in self._ready_waiters:
+                if not waiter.done():
+                    waiter.set_exception(RuntimeError(f"{err} while starting"))
+            self._ready_waiters.clear()
+        elif not self._closed:
+            # one that died before it was ready is retried after a pause, not in a tight loop
+            self._loop.call_later(0 if worker.ready else RESPAWN_PAUSE_S, self._respawn)
+        self._changed()
+
+    def _respawn(self) -> None:
         if not self._closed:
             self._spawn()
-        self._changed()
 
 
 def _hungry(worker: _Worker) -> bool:

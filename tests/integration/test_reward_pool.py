@@ -130,3 +130,17 @@ def test_engine_metrics_settle_and_a_killed_process_is_replaced() -> None:
             engine.close()
 
     asyncio.run(run())
+
+
+def failing_init() -> None:
+    raise SystemExit(7)
+
+
+def test_start_fails_when_a_process_cannot_start() -> None:
+    async def run() -> None:
+        pool = ScoringPool(2, square_or_die, init=failing_init)
+        with pytest.raises(RuntimeError, match=r"exit code 7.*while starting"):
+            await asyncio.wait_for(pool.start(), 60)
+        assert all(not w.proc.is_alive() for w in pool._procs)
+
+    asyncio.run(run())
