@@ -8,8 +8,9 @@ this process; their LPIPS / ST-LPIPS distances go through one ``BatchedPerceptua
 (metric, net), so concurrent requests share forward passes.
 
 Deadlines: every call has one (``settings.deadline_s`` or the caller's, whichever is shorter); a job
-not done by then is answered with status ``timeout`` (never a silent 0). What it does not do: stop a
-chunk that already runs in a pool process (it finishes and its result is dropped).
+not done by then (its result handled by the event loop before the deadline) is answered with status
+``timeout`` (never a silent 0). What it does not do: stop a chunk that already runs in a pool
+process (it finishes and its result is dropped; a chunk still waiting for a process is dropped).
 """
 
 from __future__ import annotations
@@ -218,12 +219,19 @@ class RewardEngine:
                     self._threads, self._score_video, job
                 )
                 waiting[fut] = [i]
+        # When each future's result reached this loop: one that came in the same loop iteration
+        # as the deadline, or later, is a timeout (a fast pool can answer before the loop looks).
+        finished: dict[asyncio.Future[Any], float] = {}
+        for fut in waiting:
+            fut.add_done_callback(lambda f: finished.setdefault(f, loop.time()))
         t0 = time.perf_counter()
+        deadline = loop.time() + max(timeout, 0.0)
         done, pending = (
             await asyncio.wait(waiting, timeout=max(timeout, 0.0)) if waiting else (set(), set())
         )
         for fut in done:
-            self._collect(fut, waiting[fut], results)
+            if finished.get(fut, math.inf) < deadline:
+                self._collect(fut, waiting[fut], results)
         for fut in pending:
             fut.cancel()
         elapsed = time.perf_counter() - t0
