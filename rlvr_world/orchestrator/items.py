@@ -6,7 +6,8 @@ produce. Builders cover the text game (compact or paper prompt, state-diff targe
 state in ``extra_info.data_state`` as the paper's rows do), the web task (rendered diff) and the
 video task (``video_item``: the prompt is token ids, frames and actions laid out by
 ``rlvr_world.video.layout``; the true next frame and the last context frame travel as base64
-``uint8`` arrays in ``extra_info``, read back by ``video_frames``). Items round-trip through JSON
+``uint8`` arrays in ``extra_info``, read back by ``video_frames``; a multi-step item also carries
+the T true frames and the forced action runs, ``video_inserts``). Items round-trip through JSON
 Lines (``save_items`` / ``load_items``). Pure: no I/O but the files.
 """
 
@@ -30,6 +31,7 @@ __all__ = [
     "save_items",
     "text_game_item",
     "video_frames",
+    "video_inserts",
     "video_item",
     "web_item",
 ]
@@ -132,12 +134,45 @@ def video_item(
     target_frame: np.ndarray,
     previous_frame: np.ndarray,
     target_tokens: Sequence[int] = (),
+    *,
+    inserts: Sequence[Sequence[int]] = (),
+    segment_tokens: int = 0,
 ) -> PromptItem:
     """A video item: predict the next frame after the laid-out context ``prompt_token_ids``.
 
     ``target_frame`` is the true next frame (scored against, in pixels, as the paper does),
     ``previous_frame`` the last context frame (the repetition check); ``target_tokens`` the
-    tokenizer's codes of the true frame (for reference, e.g. MLE), stored as ``target``."""
+    tokenizer's codes of the true frame (for reference, e.g. MLE), stored as ``target``.
+
+    **Multi-step** (``inserts`` given): ``target_frame`` is ``(T, H, W, 3)``, the T true frames
+    the rollout generates, each of ``segment_tokens`` tokens followed by its forced run
+    ``inserts[t]`` (the ground-truth actions), so ``len(inserts) == T``. They are stored as
+    ``extra_info.target_frames`` (a list of frames), ``inserts`` and ``segment_tokens``; a
+    single-step item has none of these keys (its JSON is what it always was)."""
+    extra: dict[str, Any] = {}
+    if inserts or segment_tokens:
+        frames = np.asarray(target_frame)
+        if frames.ndim != 4:
+            raise ValueError(
+                f"target_frame: a multi-step item needs (T, H, W, 3) frames, got {frames.shape}"
+            )
+        runs = [[int(t) for t in run] for run in inserts]
+        if len(runs) != frames.shape[0]:
+            raise ValueError(
+                f"inserts: {len(runs)} runs for {frames.shape[0]} target frames (one per frame)"
+            )
+        if any(not run for run in runs):
+            raise ValueError("inserts: every run needs at least one token")
+        if isinstance(segment_tokens, bool) or segment_tokens < 1:
+            raise ValueError(f"segment_tokens: must be >= 1 with inserts, got {segment_tokens!r}")
+        extra["target_frames"] = [
+            _array_field(f, f"target_frame[{t}]") for t, f in enumerate(frames)
+        ]
+        extra["inserts"] = runs
+        extra["segment_tokens"] = int(segment_tokens)
+    else:
+        extra["target_frame"] = _array_field(target_frame, "target_frame")
+    extra["previous_frame"] = _array_field(previous_frame, "previous_frame")
     return PromptItem(
         prompt_id=prompt_id,
         task="video",
@@ -145,22 +180,49 @@ def video_item(
         prompt="",
         ground_truth="",
         target=" ".join(str(int(t)) for t in target_tokens),
-        extra_info={
-            "target_frame": _array_field(target_frame, "target_frame"),
-            "previous_frame": _array_field(previous_frame, "previous_frame"),
-        },
+        extra_info=extra,
         prompt_token_ids=[int(t) for t in prompt_token_ids],
     )
 
 
 def video_frames(item: PromptItem) -> tuple[np.ndarray, np.ndarray]:
-    """``(target_frame, previous_frame)`` of a video item, uint8 (H, W, 3); ``ValueError`` else."""
+    """``(target, previous_frame)`` of a video item, uint8; ``ValueError`` else.
+
+    ``target`` is the frame ``(H, W, 3)`` of a single-step item, the frames ``(T, H, W, 3)`` of
+    a multi-step one (``video_inserts``)."""
     if item.task != "video":
         raise ValueError(f"item {item.prompt_id}: task {item.task!r} has no frames")
-    return (
-        _array_of(item.extra_info.get("target_frame"), "target_frame"),
-        _array_of(item.extra_info.get("previous_frame"), "previous_frame"),
-    )
+    previous = _array_of(item.extra_info.get("previous_frame"), "previous_frame")
+    many = item.extra_info.get("target_frames")
+    if many is None:
+        return _array_of(item.extra_info.get("target_frame"), "target_frame"), previous
+    if not isinstance(many, list) or not many:
+        raise ValueError("extra_info.target_frames: expected a non-empty list of frames")
+    frames = [_array_of(f, f"target_frames[{t}]") for t, f in enumerate(many)]
+    if len({f.shape for f in frames}) != 1:
+        raise ValueError("extra_info.target_frames: frames differ in shape")
+    return np.stack(frames), previous
+
+
+def video_inserts(item: PromptItem) -> tuple[list[list[int]], int]:
+    """``(inserts, segment_tokens)`` of a multi-step video item; ``([], 0)`` for a single-step
+    one. ``ValueError`` names the field when they do not fit the target frames."""
+    runs = item.extra_info.get("inserts")
+    if runs is None:
+        return [], 0
+    size = item.extra_info.get("segment_tokens")
+    if isinstance(size, bool) or not isinstance(size, int) or size < 1:
+        raise ValueError(f"extra_info.segment_tokens: expected an int >= 1, got {size!r}")
+    if not isinstance(runs, list) or not all(
+        isinstance(run, list) and run and all(isinstance(t, int) for t in run) for run in runs
+    ):
+        raise ValueError("extra_info.inserts: expected a list of non-empty int lists")
+    frames = item.extra_info.get("target_frames")
+    if not isinstance(frames, list) or len(frames) != len(runs):
+        raise ValueError(
+            f"extra_info.inserts: {len(runs)} runs do not match extra_info.target_frames"
+        )
+    return [list(run) for run in runs], size
 
 
 def save_items(items: Iterable[PromptItem], path: Path) -> int:

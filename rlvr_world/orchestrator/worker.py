@@ -20,7 +20,13 @@ end-of-sequence text), scores them with one ``ScoreBatch`` on the reward service
 * **Video items** (``task == "video"``): the prompt is token ids; samples are drawn with
   ``ignore_eos`` inside ``allowed_tokens`` (the visual ids), decoded to frames by one
   ``DecodeFrames`` call per group and scored against the item's true next frame with the
-  ``video_weights`` (e.g. L1 + ST-LPIPS) in one ``ScoreBatch``.
+  ``video_weights`` (e.g. L1 + ST-LPIPS) in one ``ScoreBatch``. A **multi-step** video item
+  (``items.video_inserts``) is generated interleaved: ``segment_tokens`` sampled tokens, then the
+  item's forced run (the ground-truth actions), T times (``max_tokens = T * segment_tokens``);
+  the forced tokens are stripped with ``Sample.inserted``, all T frames of all G samples go
+  through one ``DecodeFrames`` and each sample's T frames are scored against the T true ones
+  with ``aggregation: mean`` in one ``ScoreBatch``. The pushed samples' ``loss_mask`` is 0 on the
+  forced tokens; the ledger's ``pushed`` entry lists those positions (``masked``) per sample.
 * **Statuses travel as scored**: an answer the scorer could not parse is pushed with status
   ``unparseable``; whether it trains with reward 0 (the paper) is the trainer's
   ``grpo.unparseable_reward``.
@@ -37,8 +43,8 @@ import contextlib
 import logging
 import math
 import time
-from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, replace
 from typing import Any, Literal
 
 import redis
@@ -47,7 +53,7 @@ from tqdm import tqdm  # type: ignore[import-untyped]
 
 from rlvr_world.client import RewardServiceUnavailable
 from rlvr_world.orchestrator.clients import Sampling, ServiceClients
-from rlvr_world.orchestrator.items import PromptItem, video_frames
+from rlvr_world.orchestrator.items import PromptItem, video_frames, video_inserts
 from rlvr_world.orchestrator.ledger import Ledger
 from rlvr_world.orchestrator.metrics import OrchestratorMetrics
 from rlvr_world.orchestrator.retry import Backoff, RetriesExhausted, grpc_reason, retry_async
@@ -168,6 +174,38 @@ def to_sample(
     )
 
 
+def generated_frames(
+    token_ids: Sequence[int], inserted: Sequence[bool], steps: int, segment_tokens: int
+) -> list[list[int]]:
+    """The ``steps`` generated frames (``segment_tokens`` ids each) of an interleaved sample.
+
+    The forced tokens are dropped by the rollout's ``inserted`` flags; without flags the sample
+    is read as ``steps`` blocks of a segment and its forced run (``layout.multi_step_frames``
+    cuts the same way). ``ValueError`` when the generated count is not ``steps * segment_tokens``.
+    """
+    if inserted:
+        if len(inserted) != len(token_ids):
+            raise ValueError(
+                f"inserted: {len(inserted)} flags for {len(token_ids)} tokens of a sample"
+            )
+        kept = [int(t) for t, forced in zip(token_ids, inserted, strict=True) if not forced]
+    else:
+        block, rest = divmod(len(token_ids), steps)
+        if rest or block < segment_tokens:
+            raise ValueError(
+                f"sample: {len(token_ids)} tokens do not split into {steps} blocks of "
+                f"{segment_tokens} generated tokens and a forced run"
+            )
+        kept = [
+            int(t) for s in range(steps) for t in token_ids[s * block : s * block + segment_tokens]
+        ]
+    if len(kept) != steps * segment_tokens:
+        raise ValueError(
+            f"sample: {len(kept)} generated tokens, expected {steps} frames of {segment_tokens}"
+        )
+    return [kept[s * segment_tokens : (s + 1) * segment_tokens] for s in range(steps)]
+
+
 class Orchestrator:
     """One rollout worker; ``run`` processes requests until they are done or ``stop()``."""
 
@@ -208,13 +246,25 @@ class Orchestrator:
             self.metrics.stage_seconds.labels(stage=stage).observe(time.perf_counter() - t0)
 
     async def _generate(self, key: str, item: PromptItem, number: int) -> Any:
+        sampling = self.cfg.sampling(number)
+        inserts, segment = video_inserts(item) if item.task == "video" else ([], 0)
+        if inserts:  # interleaved: T segments, each followed by its forced run
+            sampling = replace(sampling, max_tokens=len(inserts) * segment, ignore_eos=True)
+
         def call() -> Any:
             latest = self.latest_version()
             self.metrics.latest_version.set(latest)
             min_version = max(0, latest - self.cfg.max_staleness)
-            return self.clients.generate(
-                key, item.rollout_prompt, self.cfg.sampling(number), min_version
-            )
+            if inserts:
+                return self.clients.generate(
+                    key,
+                    item.rollout_prompt,
+                    sampling,
+                    min_version,
+                    inserts=inserts,
+                    segment_tokens=segment,
+                )
+            return self.clients.generate(key, item.rollout_prompt, sampling, min_version)
 
         return await self._stage("generate", key, item, call)
 
@@ -225,7 +275,8 @@ class Orchestrator:
             gen = await self._generate(key, item, number)
             ids = [list(s.token_ids) for s in gen.samples]
             if item.task == "video":
-                results = await self._score_video(key, item, ids)
+                flags = [list(s.inserted) for s in gen.samples]
+                results = await self._score_video(key, item, ids, flags)
             else:
                 results = await self._score_text(key, item, ids)
             group = self._group(key, item, gen, results)
@@ -261,16 +312,39 @@ class Orchestrator:
         return results
 
     async def _score_video(
-        self, key: str, item: PromptItem, ids: list[list[int]]
+        self,
+        key: str,
+        item: PromptItem,
+        ids: list[list[int]],
+        inserted: Sequence[Sequence[bool]] = (),
     ) -> list[RewardResult]:
         target, previous = video_frames(item)
-        frames = await self._stage("decode", key, item, lambda: self.clients.decode_frames(ids))
+        inserts, segment = video_inserts(item)
+        if not inserts:
+            frames = await self._stage("decode", key, item, lambda: self.clients.decode_frames(ids))
+            single: list[RewardResult] = await self._stage(
+                "score",
+                key,
+                item,
+                lambda: self.clients.score_frames(
+                    frames[:, None], target[None], previous, self.cfg.video_weights
+                ),
+            )
+            return single
+        steps = len(inserts)
+        per_frame = [
+            generated_frames(sample, flags, steps, segment)
+            for sample, flags in zip(ids, inserted or [[]] * len(ids), strict=True)
+        ]
+        flat = [frame for sample in per_frame for frame in sample]
+        decoded = await self._stage("decode", key, item, lambda: self.clients.decode_frames(flat))
+        clips = decoded.reshape(len(ids), steps, *decoded.shape[1:])
         results: list[RewardResult] = await self._stage(
             "score",
             key,
             item,
             lambda: self.clients.score_frames(
-                frames[:, None], target[None], previous, self.cfg.video_weights
+                clips, target, previous, self.cfg.video_weights, aggregation="mean"
             ),
         )
         return results
@@ -303,6 +377,11 @@ class Orchestrator:
     ) -> None:
         ok = [s.reward for s in group.samples if s.ok and s.reward is not None]
         mean = sum(ok) / len(ok) if ok else None
+        extra: dict[str, Any] = {}
+        if any(s.loss_mask is not None for s in group.samples):  # forced tokens, not trained
+            extra["masked"] = [
+                [i for i, m in enumerate(s.loss_mask or ()) if m == 0] for s in group.samples
+            ]
         self.ledger.write(
             "pushed",
             key,
@@ -311,6 +390,7 @@ class Orchestrator:
             policy_version=group.policy_version,
             statuses=statuses,
             reward_mean=mean,
+            **extra,
         )
         self.metrics.prompts.labels(outcome="pushed").inc()
         self.metrics.policy_version.set(group.policy_version)

@@ -21,6 +21,13 @@ Order (each phase logged to ``pipeline_log.jsonl`` with its seconds):
 
 Held-out evaluation samples like the reference evaluation (temperature 1, top-k 100 by default)
 with a fixed seed, so the three models see the same random numbers.
+
+``model.layout: multi_step`` (``rlvr_world.video.multistep``) swaps the sequences for
+``ctx [d1 a1] .. [dS aS]`` over clips of ``S + 2`` frames: MLE trains on ``d2..dS``; RLVR items
+generate the ``S - 1`` frames interleaved with the true actions (rollout ``inserts``), score them
+with the mean over frames and train with the actions masked out; evaluation rolls out the same
+way in-process and averages the metrics over frames; ``compare.png`` shows the last predicted
+frame ``dS`` after the context ``ctx, d1``.
 """
 
 from __future__ import annotations
@@ -50,6 +57,7 @@ from rlvr_world.queue.server import RedisHandle, start_embedded
 from rlvr_world.queue.stream import Producer, QueueMetrics, StreamNames
 from rlvr_world.supervisor import Supervisor
 from rlvr_world.video.run_config import VideoPipelineConfig
+from rlvr_world.video.world_model import visual_ids
 from trainer.metrics import JsonlLog
 
 logger = logging.getLogger(__name__)
@@ -176,7 +184,17 @@ class VideoRun:
 
     # ------------------------------------------------------------ 3. MLE
 
+    @property
+    def multi_step(self) -> bool:
+        return self.cfg.model.layout == "multi_step"
+
     def sequences(self, clips: Sequence[Clip], frame_tokenizer: Any, quantizer: Any) -> list[Any]:
+        if self.multi_step:
+            from rlvr_world.video.multistep import encode_multistep_clips
+
+            return encode_multistep_clips(
+                clips, frame_tokenizer, quantizer, self.vocab, self.cfg.model.segment_frames
+            )
         from rlvr_world.video.train_mle import encode_clips
 
         return list(encode_clips(clips, frame_tokenizer, quantizer, self.vocab))
@@ -206,9 +224,13 @@ class VideoRun:
         self.spec = WorldModelSpec(
             vocab=self.vocab,
             tokens_per_frame=self.tokens_per_frame,
-            context_length=c.context_length,
+            context_length=1 if self.multi_step else c.context_length,
             action_quantizer=quantizer.to_dict(),
-            extra={"frame_tokenizer": str(tokenizer_dir)},
+            extra={
+                "frame_tokenizer": str(tokenizer_dir),
+                "layout": c.layout,
+                **({"segment_frames": c.segment_frames} if self.multi_step else {}),
+            },
         )
         path = save_checkpoint(self.run_dir / "model" / "mle", model, self.spec, result)
         self.summary["mle"] = result.summary()
@@ -219,6 +241,13 @@ class VideoRun:
 
     def rl_items(self, clips: Sequence[Clip], sequences: Sequence[Any]) -> list[PromptItem]:
         per = self.tokens_per_frame
+        if self.multi_step:
+            from rlvr_world.video.multistep import multistep_item
+
+            return [
+                multistep_item(f"clip{i:05d}", seq, frames)
+                for i, ((frames, _), seq) in enumerate(zip(clips, sequences, strict=True))
+            ]
         return [
             video_item(
                 f"clip{i:05d}",
@@ -258,6 +287,14 @@ class VideoRun:
         path.write_text(yaml.safe_dump(cfg, sort_keys=False))
         return path
 
+    @property
+    def rollout_max_tokens(self) -> int:
+        """The rollout server's token limit: one frame, or S - 1 frames and their actions."""
+        if self.multi_step:
+            steps = self.cfg.model.segment_frames - 1
+            return steps * (self.tokens_per_frame + self.quantizer.dims)
+        return self.tokens_per_frame
+
     def orchestrator_config(self) -> OrchestratorConfig:
         rl = self.cfg.rl
         return OrchestratorConfig(
@@ -266,7 +303,7 @@ class VideoRun:
             temperature=rl.temperature,
             max_inflight=rl.max_inflight,
             max_staleness=rl.max_staleness,
-            allowed_tokens=(0, self.vocab.visual_codes),
+            allowed_tokens=(0, len(visual_ids(self.vocab))),
             ignore_eos=True,
             video_weights=dict(rl.weights),
             drain_s=5.0,
@@ -281,7 +318,7 @@ class VideoRun:
                     sup,
                     model=model,
                     redis_url=redis.url,
-                    max_tokens=self.tokens_per_frame,
+                    max_tokens=self.rollout_max_tokens,
                     timeout_s=r.service_start_timeout_s,
                     video_tokenizer=tokenizer_dir,
                 )
@@ -401,48 +438,58 @@ class VideoRun:
         t0 = time.perf_counter()
         if first:  # shared by every evaluation: the scorer, and the clips' sequences
             from rlvr_world.rewards.perceptual import make_perceptual
-            from rlvr_world.video.train_mle import encode_clips
 
             self._perceptual = make_perceptual("stlpips", "vgg", device=self.cfg.run.device)
-            self._eval_seqs = encode_clips(clips, frame_tokenizer, self.quantizer, self.vocab)
-        report = evaluate(
-            model,
-            frame_tokenizer,
-            clips,
-            cfg,
-            vocab=self.vocab,
-            quantizer=self.quantizer,
-            perceptual=self._perceptual,
-            out_dir=self.run_dir / "eval" / name,
-            sequences=self._eval_seqs,
-        )
+            self._eval_seqs = self.sequences(clips, frame_tokenizer, self.quantizer)
+        if self.multi_step:
+            from rlvr_world.video.multistep import evaluate_multistep
+
+            report = evaluate_multistep(
+                model,
+                frame_tokenizer,
+                clips,
+                cfg,
+                vocab=self.vocab,
+                quantizer=self.quantizer,
+                segment_frames=self.cfg.model.segment_frames,
+                perceptual=self._perceptual,
+                out_dir=self.run_dir / "eval" / name,
+                sequences=self._eval_seqs,
+            )
+        else:
+            report = evaluate(
+                model,
+                frame_tokenizer,
+                clips,
+                cfg,
+                vocab=self.vocab,
+                quantizer=self.quantizer,
+                perceptual=self._perceptual,
+                out_dir=self.run_dir / "eval" / name,
+                sequences=self._eval_seqs,
+            )
         self.summary.setdefault("eval", {})[name] = report
         self._phase(f"eval_{name}", time.perf_counter() - t0)
         return report
 
     def report(self, clips: Sequence[Clip], frame_tokenizer: Any) -> Path:
         from rlvr_world.video.report import (
-            predicted_frames,
             write_compare,
             write_curves,
             write_video_report,
         )
 
         rows = list(clips[: self.cfg.eval.grid_rows])
+        if self.multi_step:  # compare the last predicted frame dS after ctx, d1
+            steps = self.cfg.model.segment_frames
+            rows = [(np.stack([f[0], f[1], f[steps]]), a) for f, a in rows]
         models = {"mle": self.run_dir / "model" / "mle"}
         if "mle_continued" in self.summary.get("eval", {}):
             models["mle_continued"] = self.run_dir / "model" / "mle_continued"
         if "rl" in self.summary:
             models["rlvr"] = Path(self.summary["rl"]["checkpoint"])
         preds = {
-            name: predicted_frames(
-                path,
-                rows,
-                frame_tokenizer,
-                vocab=self.vocab,
-                quantizer=self.quantizer,
-                cfg=self.cfg.eval,
-            )
+            name: self._predicted(path, clips[: len(rows)], rows, frame_tokenizer)
             for name, path in models.items()
         }
         extras = [write_compare(self.run_dir / "compare.png", rows, preds)]
@@ -454,6 +501,34 @@ class VideoRun:
             extras.append(recon)
         return write_video_report(self.run_dir, self.summary, [str(e) for e in extras])
 
+    def _predicted(
+        self, weights: Path, clips: Sequence[Clip], rows: Sequence[Clip], frame_tokenizer: Any
+    ) -> np.ndarray:
+        """Sampled frames of the grid rows: the next frame, or the last of a multi-step rollout."""
+        from rlvr_world.video.report import predicted_frames
+
+        if not self.multi_step:
+            return predicted_frames(
+                weights,
+                rows,
+                frame_tokenizer,
+                vocab=self.vocab,
+                quantizer=self.quantizer,
+                cfg=self.cfg.eval,
+            )
+        import torch
+        from transformers import AutoModelForCausalLM
+
+        from rlvr_world.video.evaluate import EvalConfig
+        from rlvr_world.video.multistep import predicted_multistep
+
+        e = self.cfg.eval
+        model = AutoModelForCausalLM.from_pretrained(str(weights), dtype=torch.float32)
+        seqs = self.sequences(clips, frame_tokenizer, self.quantizer)
+        ecfg = EvalConfig(temperature=e.temperature, top_k=e.top_k, seed=e.seed)
+        _, frames = predicted_multistep(model, frame_tokenizer, seqs, self.vocab, ecfg)
+        return np.asarray(frames[:, -1])
+
     # ------------------------------------------------------------ all
 
     async def run_async(self) -> dict[str, Any]:
@@ -462,6 +537,7 @@ class VideoRun:
         from rlvr_world.video.actions import ActionQuantizer
         from rlvr_world.video.data import all_actions
         from rlvr_world.video.layout import SingleStepVocab
+        from rlvr_world.video.multistep import multistep_vocab
         from rlvr_world.video.tokenizer import FrameTokenizer
 
         t0 = time.perf_counter()
@@ -471,14 +547,24 @@ class VideoRun:
         torch.set_num_threads(c.mle.torch_threads)
         frame_tokenizer = FrameTokenizer.load(tokenizer_dir, device=c.run.device)
         self.tokens_per_frame = int(frame_tokenizer.tokens_per_frame)
-        self.vocab = SingleStepVocab(
-            visual_codes=int(frame_tokenizer.codebook_size), action_bins=c.model.action_bins
+        codes = int(frame_tokenizer.codebook_size)
+        self.vocab: Any = (
+            multistep_vocab(codes, c.model.action_bins)
+            if self.multi_step
+            else SingleStepVocab(visual_codes=codes, action_bins=c.model.action_bins)
         )
         if c.data.source == "pusht":  # the action space's own bounds, as RT-1's dataset ranges
             self.quantizer = ActionQuantizer(PUSHT_ACTION_RANGES, c.model.action_bins)
         else:
             self.quantizer = ActionQuantizer.from_actions(all_actions(train), c.model.action_bins)
-        length = c.model.context_length + 1
+        length = c.model.clip_frames
+        self.summary["model"] = {
+            "layout": c.model.layout,
+            "tokens_per_frame": self.tokens_per_frame,
+            "action_dims": self.quantizer.dims,
+            "vocab_size": self.vocab.size,
+            "clip_frames": length,
+        }
         train_clips = clip_pairs(train, length)
         test_clips = spread(clip_pairs(test, length), c.eval.clips, c.eval.seed)
         t1 = time.perf_counter()

@@ -65,14 +65,42 @@ class VideoTokenizerSection(_Section):
 
 
 class VideoModelSection(_Section):
-    """The LLaMA-style transformer over frame and action tokens (single-step layout)."""
+    """The LLaMA-style transformer over frame and action tokens.
 
-    context_length: int = Field(default=2, ge=1, le=64, description="context frames")
+    ``layout: single_step`` (``context_length`` frames, then the next one) or ``multi_step``
+    (one context frame, then ``segment_frames`` dynamics frames with their actions; the rollout
+    generates frames ``2..S`` with the true actions inserted, ``rlvr_world.video.multistep``)."""
+
+    layout: Literal["single_step", "multi_step"] = Field(
+        default="single_step", description="sequence layout (REFERENCE.md 3.4)"
+    )
+    segment_frames: int = Field(
+        default=4, ge=2, le=64, description="multi-step: dynamics frames S per sequence"
+    )
+    context_length: int = Field(default=2, ge=1, le=64, description="single-step context frames")
     hidden: int = Field(default=256, ge=16, le=16384, description="hidden size")
     layers: int = Field(default=4, ge=1, le=128, description="decoder layers")
     heads: int = Field(default=4, ge=1, le=256, description="attention heads")
     action_bins: int = Field(default=256, ge=2, le=65536, description="bins per action dim")
     seed: int = Field(default=0, ge=0, description="initialisation seed")
+
+    @model_validator(mode="after")
+    def _layout(self) -> Self:
+        if self.layout == "single_step" and "segment_frames" in self.model_fields_set:
+            raise ValueError("model.segment_frames: only used with model.layout multi_step")
+        if self.layout == "multi_step" and "context_length" in self.model_fields_set:
+            raise ValueError(
+                "model.context_length: the multi-step layout has one context frame "
+                "(set model.segment_frames instead)"
+            )
+        return self
+
+    @property
+    def clip_frames(self) -> int:
+        """Frames per training clip: C + 1 (single-step) or S + 2 (multi-step)."""
+        if self.layout == "multi_step":
+            return self.segment_frames + 2
+        return self.context_length + 1
 
 
 class VideoMle(_Section):
@@ -143,6 +171,21 @@ class VideoPipelineConfig(_Section):
     baseline: VideoBaseline = Field(default_factory=VideoBaseline)
     eval: VideoEval = Field(default_factory=VideoEval)
     run: VideoRunSection = Field(default_factory=VideoRunSection)
+
+    @model_validator(mode="after")
+    def _episodes_fit(self) -> Self:
+        frames = self.model.clip_frames
+        if self.data.source == "pusht" and self.data.steps + 1 < frames:
+            what = (
+                f"model.segment_frames {self.model.segment_frames}"
+                if self.model.layout == "multi_step"
+                else f"model.context_length {self.model.context_length}"
+            )
+            raise ValueError(
+                f"data.steps: a clip of {what} needs {frames} frames, "
+                f"episodes of {self.data.steps} steps have {self.data.steps + 1}"
+            )
+        return self
 
 
 def load_video_config(path: Path, overrides: dict[str, Any] | None = None) -> VideoPipelineConfig:
