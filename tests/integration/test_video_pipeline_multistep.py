@@ -10,6 +10,7 @@ action tokens, and that GRPO changed the weights.
 
 from __future__ import annotations
 
+import json
 import math
 from pathlib import Path
 
@@ -73,10 +74,13 @@ def test_multistep_video_run_end_to_end_at_toy_size(
             assert math.isfinite(report[key]), key
         assert all(math.isfinite(r) for r in report["reward_per_step"])
         assert report["reward"] == pytest.approx(sum(report["reward_per_step"]) / steps)
-    assert (tmp_path / "eval" / "rlvr" / "grid.png").stat().st_size > 0
+    saved = json.loads((tmp_path / "eval" / "rlvr" / "eval.json").read_text())
+    assert saved["reward_per_step"] == summary["eval"]["rlvr"]["reward_per_step"]
+    assert summary["model"]["clip_frames"] == cfg.model.segment_frames + 2
 
     report = (tmp_path / "report.md").read_text()
     assert "| reward -(L1 + ST-LPIPS) (higher is better) |" in report
     with Image.open(tmp_path / "compare.png") as img:
         # 3 rows of 32x32 frames at scale 2: ctx, d1, three models, true dS = 6 columns
         assert img.size == (6 * (64 + 4) + 4, 16 + 3 * (64 + 4))
+    assert (tmp_path / "curves.png").stat().st_size > 0

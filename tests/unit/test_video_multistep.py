@@ -146,7 +146,7 @@ def test_interleaved_sampler_matches_teacher_forcing(tokenizer: FrameTokenizer) 
     the true actions spliced in after each frame."""
     vocab = multistep_vocab(tokenizer.codebook_size, 8)
     model = build_world_model(vocab, hidden=32, layers=2, heads=2, max_len=64, seed=1)
-    model.eval()
+    model.eval()  # type: ignore[no-untyped-call]
     per, dims, steps = tokenizer.tokens_per_frame, 2, S - 1
     rng = np.random.default_rng(4)
     prompts = rng.integers(0, vocab.dynamics_codes, size=(3, 2 * per + dims))
