@@ -21,6 +21,7 @@ import asyncio
 import contextlib
 import logging
 import pickle
+import signal
 import socket
 import struct
 import threading
@@ -56,7 +57,11 @@ def frame(obj: object) -> bytes:
 
 
 def _worker_main(sock: socket.socket, fn: ChunkFn, init: Callable[[], None] | None) -> None:
-    """Process side: read ``(id, rows)`` frames until EOF, answer ``(id, fn(rows))`` each."""
+    """Process side: read ``(id, rows)`` frames until EOF, answer ``(id, fn(rows))`` each.
+
+    Ctrl-C in a terminal reaches the whole process group: the service drains, then closes the
+    pool, so the processes ignore SIGINT instead of dying under the chunks they hold."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     if init is not None:
         init()
     reader = sock.makefile("rb")
