@@ -542,9 +542,9 @@ class VideoRun:
 
         t0 = time.perf_counter()
         c = self.cfg
+        torch.set_num_threads(c.mle.torch_threads)  # the tokenizer's training too
         train, test = self.data()
         tokenizer_dir = self.tokenizer(train, test)
-        torch.set_num_threads(c.mle.torch_threads)
         frame_tokenizer = FrameTokenizer.load(tokenizer_dir, device=c.run.device)
         self.tokens_per_frame = int(frame_tokenizer.tokens_per_frame)
         codes = int(frame_tokenizer.codebook_size)

@@ -109,7 +109,13 @@ class VideoMle(_Section):
     steps: int = Field(default=1500, ge=1, le=10_000_000, description="optimizer steps")
     batch_size: int = Field(default=16, ge=1, le=4096, description="sequences per step")
     lr: float = Field(default=1e-3, gt=0.0, le=1.0, description="peak learning rate")
-    torch_threads: int = Field(default=2, ge=1, le=512, description="threads (nothing else runs)")
+    torch_threads: int = Field(
+        default=1,
+        ge=1,
+        le=512,
+        description="torch threads of the tokenizer, MLE and evaluation in this process (more "
+        "than 1 helps only on an otherwise idle machine)",
+    )
 
 
 class VideoRl(_Section):
