@@ -190,7 +190,9 @@ def write_video_report(run_dir: Path, summary: Mapping[str, Any], extras: Sequen
         )
     if evals:
         n = next(iter(evals.values())).get("n_clips", 0)
-        lines += ["", f"## Held-out next-frame prediction ({n} clips, sampled)", ""]
+        multi = summary.get("model", {}).get("layout") == "multi_step"
+        what = "multi-step rollouts (true actions inserted)" if multi else "next-frame prediction"
+        lines += ["", f"## Held-out {what} ({n} clips, sampled)", ""]
         lines += metrics_table(evals)
     links = [Path(os.path.relpath(Path(e).resolve(), run_dir.resolve())) for e in extras]
     lines += [""] + [f"![{link.stem}]({link.as_posix()})" for link in links]
