@@ -48,13 +48,13 @@ FloatArray = NDArray[np.float64]
 #: Environment variable naming a local torchvision backbone checkpoint for LPIPS.
 BACKBONE_ENV = "RLVR_LPIPS_BACKBONE_PATH"
 DEFAULT_BATCH_SIZE = 8
-#: Smallest frame side each scorer accepts: LPIPS's zero-padded backbones take 16 (VGG pools four
-#: times before relu5_3); ST-LPIPS's reflect-padded anti-aliased pooling needs more (measured: vgg
-#: fails at 17, alex at 20).
+#: Smallest frame side each scorer accepts (measured): LPIPS-vgg takes 16 (VGG pools four times
+#: before relu5_3), LPIPS-alex 31 (its stride-4 11x11 stem and three 3x3/2 pools), ST-LPIPS's
+#: reflect-padded anti-aliased pooling vgg 18 and alex 21.
 MIN_SIDE = 16
 MIN_SIDES = {
     ("lpips", "vgg"): 16,
-    ("lpips", "alex"): 16,
+    ("lpips", "alex"): 31,
     ("stlpips", "vgg"): 18,
     ("stlpips", "alex"): 21,
 }
