@@ -105,6 +105,40 @@ def orchestrator_config(cfg: PipelineConfig) -> OrchestratorConfig:
     )
 
 
+async def orchestrate_until_trainer_exits(
+    cfg: OrchestratorConfig,
+    sup: Supervisor,
+    addrs: Addresses,
+    redis: RedisHandle,
+    requests: Iterator[tuple[str, PromptItem]],
+    *,
+    run_dir: Path,
+    max_len: int,
+    total: int,
+    progress: bool,
+) -> RunStats:
+    """Feed ``requests`` through the services into the stream (bound ``max_len``) until the
+    supervised trainer process exits; the ledger goes to ``run_dir/ledger.jsonl``."""
+    clients = ServiceClients(addrs.rollout, addrs.decoder, addrs.reward)
+    registry = CollectorRegistry()
+    producer = Producer(redis.client, StreamNames(), max_len, QueueMetrics(registry))
+    ledger = Ledger(run_dir / "ledger.jsonl")
+    orch = Orchestrator(
+        cfg,
+        clients,
+        producer=producer,
+        ledger=ledger,
+        metrics=OrchestratorMetrics(registry),
+        latest_version=lambda: latest_version(redis),
+        progress=progress,
+    )
+    try:
+        return await orch.run(requests, stop=lambda: not sup.alive("trainer"), total=total)
+    finally:
+        ledger.close()
+        await clients.close()
+
+
 class PipelineRun:
     """One run; ``run()`` does everything and returns the summary."""
 
@@ -180,30 +214,17 @@ class PipelineRun:
         self, sup: Supervisor, addrs: Addresses, redis: RedisHandle, train: list[PromptItem]
     ) -> RunStats:
         rl = self.cfg.rl
-        clients = ServiceClients(addrs.rollout, addrs.decoder, addrs.reward)
-        registry = CollectorRegistry()
-        names = StreamNames()
-        max_len = rl.groups_per_step * max(1, rl.max_staleness)
-        producer = Producer(redis.client, names, max_len, QueueMetrics(registry))
-        ledger = Ledger(self.run_dir / "ledger.jsonl")
-        orch = Orchestrator(
+        return await orchestrate_until_trainer_exits(
             orchestrator_config(self.cfg),
-            clients,
-            producer=producer,
-            ledger=ledger,
-            metrics=OrchestratorMetrics(registry),
-            latest_version=lambda: latest_version(redis),
+            sup,
+            addrs,
+            redis,
+            requests_forever(train, self.cfg.data.seed),
+            run_dir=self.run_dir,
+            max_len=rl.groups_per_step * max(1, rl.max_staleness),
+            total=rl.steps * rl.groups_per_step,
             progress=self.cfg.run.progress,
         )
-        try:
-            return await orch.run(
-                requests_forever(train, self.cfg.data.seed),
-                stop=lambda: not sup.alive("trainer"),
-                total=rl.steps * rl.groups_per_step,
-            )
-        finally:
-            ledger.close()
-            await clients.close()
 
     async def _await_version(self, addrs: Addresses, version: int, timeout_s: float = 120.0) -> int:
         clients = ServiceClients(addrs.rollout, addrs.decoder, addrs.reward)

@@ -37,24 +37,19 @@ import json
 import logging
 import random
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import yaml
-from prometheus_client import CollectorRegistry
 
-from rlvr_world.orchestrator.clients import ServiceClients
 from rlvr_world.orchestrator.items import PromptItem, video_item
-from rlvr_world.orchestrator.ledger import Ledger
-from rlvr_world.orchestrator.metrics import OrchestratorMetrics
-from rlvr_world.orchestrator.worker import Orchestrator, OrchestratorConfig
-from rlvr_world.pipeline.runner import latest_version
+from rlvr_world.orchestrator.worker import OrchestratorConfig
+from rlvr_world.pipeline.runner import orchestrate_until_trainer_exits, requests_forever
 from rlvr_world.pipeline.stack import Addresses, start_services, trainer_spec
 from rlvr_world.queue.server import RedisHandle, start_embedded
-from rlvr_world.queue.stream import Producer, QueueMetrics, StreamNames
 from rlvr_world.supervisor import Supervisor
 from rlvr_world.video.run_config import VideoPipelineConfig
 from rlvr_world.video.world_model import visual_ids
@@ -79,17 +74,6 @@ def spread(items: Sequence[Any], k: int, seed: int) -> list[Any]:
     order = list(range(len(items)))
     random.Random(seed).shuffle(order)
     return [items[i] for i in sorted(order[:k])]
-
-
-def requests_forever(items: list[PromptItem], seed: int) -> Iterator[tuple[str, PromptItem]]:
-    rng = random.Random(seed)
-    epoch = 0
-    while True:
-        order = list(items)
-        rng.shuffle(order)
-        for item in order:
-            yield f"{item.prompt_id}@{epoch}", item
-        epoch += 1
 
 
 class VideoRun:
@@ -350,29 +334,17 @@ class VideoRun:
         self, sup: Supervisor, addrs: Addresses, redis: RedisHandle, items: list[PromptItem]
     ) -> Any:
         rl = self.cfg.rl
-        clients = ServiceClients(addrs.rollout, addrs.decoder, addrs.reward)
-        registry = CollectorRegistry()
-        max_len = rl.groups_per_step * max(1, rl.max_staleness)
-        producer = Producer(redis.client, StreamNames(), max_len, QueueMetrics(registry))
-        ledger = Ledger(self.run_dir / "ledger.jsonl")
-        orch = Orchestrator(
+        return await orchestrate_until_trainer_exits(
             self.orchestrator_config(),
-            clients,
-            producer=producer,
-            ledger=ledger,
-            metrics=OrchestratorMetrics(registry),
-            latest_version=lambda: latest_version(redis),
+            sup,
+            addrs,
+            redis,
+            requests_forever(items, self.cfg.data.seed),
+            run_dir=self.run_dir,
+            max_len=rl.groups_per_step * max(1, rl.max_staleness),
+            total=rl.steps * rl.groups_per_step,
             progress=self.cfg.run.progress,
         )
-        try:
-            return await orch.run(
-                requests_forever(items, self.cfg.data.seed),
-                stop=lambda: not sup.alive("trainer"),
-                total=rl.steps * rl.groups_per_step,
-            )
-        finally:
-            ledger.close()
-            await clients.close()
 
     def _final_checkpoint(self) -> Path:
         from trainer.checkpoint import latest_checkpoint
