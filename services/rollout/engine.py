@@ -25,7 +25,7 @@ restricts generated tokens only. :func:`plan_segments` checks these rules.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Literal, Protocol
 
@@ -165,3 +165,51 @@ class GenerationEngine(Protocol):
         ...
 
     def close(self) -> None: ...
+
+
+def checked_prompt_ids(
+    prompt: str | Sequence[int],
+    encode: Callable[[str], Sequence[int]],
+    vocab_size: int,
+    max_prompt_tokens: int,
+) -> list[int]:
+    """Token ids of ``prompt`` (text through ``encode``); ``InvalidRequest`` names the problem."""
+    if isinstance(prompt, str):
+        if not prompt:
+            raise InvalidRequest("prompt.text is empty")
+        ids = [int(i) for i in encode(prompt)]
+        if not ids:
+            raise InvalidRequest("prompt.text tokenizes to no tokens")
+    else:
+        ids = [int(i) for i in prompt]
+        if not ids:
+            raise InvalidRequest("prompt.token_ids is empty")
+        for index, token in enumerate(ids):
+            if not 0 <= token < vocab_size:
+                raise InvalidRequest(
+                    f"prompt.token_ids.ids[{index}] = {token} is outside the vocabulary "
+                    f"[0, {vocab_size})"
+                )
+    if len(ids) > max_prompt_tokens:
+        raise InvalidRequest(
+            f"prompt has {len(ids)} tokens, more than the limit {max_prompt_tokens}"
+        )
+    return ids
+
+
+def check_generation(
+    ids: Sequence[int], params: SamplingParams, vocab_size: int, context_length: int | None
+) -> None:
+    """The checks of a request that need the model: context length, token ranges, inserts."""
+    forced = inserted_total(params)
+    if context_length is not None and len(ids) + params.max_tokens + forced > context_length:
+        raise InvalidRequest(
+            f"sampling.max_tokens: {len(ids)} prompt tokens + max_tokens {params.max_tokens} "
+            f"+ {forced} inserted tokens exceed the model's context length {context_length}"
+        )
+    if params.allowed_tokens is not None and params.allowed_tokens[1] > vocab_size:
+        raise InvalidRequest(
+            f"sampling.allowed_tokens ends at {params.allowed_tokens[1]}, past the vocabulary "
+            f"size {vocab_size}"
+        )
+    check_inserts(params, vocab_size)

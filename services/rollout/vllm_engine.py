@@ -61,8 +61,8 @@ from services.rollout.engine import (
     Sample,
     SamplingParams,
     WeightsNotFound,
-    check_inserts,
-    inserted_total,
+    check_generation,
+    checked_prompt_ids,
     plan_segments,
 )
 
@@ -210,27 +210,12 @@ class VllmEngine:
 
     def prompt_ids(self, prompt: str | Sequence[int]) -> list[int]:
         """Token ids of the prompt; ``InvalidRequest`` names the first bad id."""
-        if isinstance(prompt, str):
-            if not prompt:
-                raise InvalidRequest("prompt.text is empty")
-            ids = [int(i) for i in self.tokenizer.encode(prompt, add_special_tokens=True)]
-            if not ids:
-                raise InvalidRequest("prompt.text tokenizes to no tokens")
-        else:
-            ids = [int(i) for i in prompt]
-            if not ids:
-                raise InvalidRequest("prompt.token_ids is empty")
-            for index, token in enumerate(ids):
-                if not 0 <= token < self.vocab_size:
-                    raise InvalidRequest(
-                        f"prompt.token_ids.ids[{index}] = {token} is outside the vocabulary "
-                        f"[0, {self.vocab_size})"
-                    )
-        if len(ids) > self.max_prompt_tokens:
-            raise InvalidRequest(
-                f"prompt has {len(ids)} tokens, more than the limit {self.max_prompt_tokens}"
-            )
-        return ids
+        return checked_prompt_ids(
+            prompt,
+            lambda text: self.tokenizer.encode(text, add_special_tokens=True),
+            self.vocab_size,
+            self.max_prompt_tokens,
+        )
 
     def sampling_params(self, params: SamplingParams) -> Any:
         """vLLM's ``SamplingParams`` for ours (``logprobs=0``: the sampled token's own)."""
@@ -252,19 +237,7 @@ class VllmEngine:
 
     def generate(self, prompt: str | Sequence[int], params: SamplingParams) -> Generation:
         ids = self.prompt_ids(prompt)
-        forced = inserted_total(params)
-        if len(ids) + params.max_tokens + forced > self.context_length:
-            raise InvalidRequest(
-                f"sampling.max_tokens: {len(ids)} prompt tokens + max_tokens {params.max_tokens} "
-                f"+ {forced} inserted tokens exceed the model's context length "
-                f"{self.context_length}"
-            )
-        if params.allowed_tokens is not None and params.allowed_tokens[1] > self.vocab_size:
-            raise InvalidRequest(
-                f"sampling.allowed_tokens ends at {params.allowed_tokens[1]}, past the vocabulary "
-                f"size {self.vocab_size}"
-            )
-        check_inserts(params, self.vocab_size)
+        check_generation(ids, params, self.vocab_size, self.context_length)
         plan = plan_segments(params)
         # vLLM refuses n > 1 with greedy decoding; greedy samples are identical, so draw one.
         greedy = params.temperature <= 0
