@@ -150,6 +150,20 @@ def _means(prefix: str, metrics: Mapping[str, NDArray[np.float64]]) -> dict[str,
     return {f"{prefix}{name}": float(values.mean()) for name, values in metrics.items()}
 
 
+def reward_setup(
+    model: PreTrainedModel, cfg: EvalConfig, perceptual: PerceptualScorer | None
+) -> tuple[VideoRewardConfig, dict[str, PerceptualScorer]]:
+    """The paper's -(L1 + perceptual) config and its scorer (built on the model's device when
+    ``perceptual`` is None)."""
+    if perceptual is None:
+        from rlvr_world.rewards.perceptual import make_perceptual
+
+        device = str(next(model.parameters()).device)
+        perceptual = make_perceptual(cfg.perceptual, cfg.net, device=device)
+    config = VideoRewardConfig(weights={"l1": 1.0, perceptual.metric: 1.0}, lpips_net=cfg.net)
+    return config, {perceptual.metric: perceptual}
+
+
 def evaluate(
     model: PreTrainedModel,
     frame_tokenizer: Any,
@@ -169,13 +183,7 @@ def evaluate(
         raise ValueError("clips: empty")
     arrays = [clip_arrays(c) for c in clips]
     t0 = time.perf_counter()
-    if perceptual is None:
-        from rlvr_world.rewards.perceptual import make_perceptual
-
-        device = str(next(model.parameters()).device)
-        perceptual = make_perceptual(cfg.perceptual, cfg.net, device=device)
-    config = VideoRewardConfig(weights={"l1": 1.0, perceptual.metric: 1.0}, lpips_net=cfg.net)
-    scorers = {perceptual.metric: perceptual}
+    config, scorers = reward_setup(model, cfg, perceptual)
     if sequences is None:
         sequences = encode_clips(clips, frame_tokenizer, quantizer, vocab)
     if len(sequences) != len(clips):
@@ -209,7 +217,7 @@ def evaluate(
         **_means("", model_metrics),
         "repetition_rate": float(repeats.mean()),
         "token_copy_rate": float((pred_tokens == last_tokens).mean()),
-        "perceptual": perceptual.metric,
+        "perceptual": next(iter(scorers)),
         "sampling": {"temperature": cfg.temperature, "top_k": cfg.top_k, "seed": cfg.seed},
         "generate_s": gen_s,
     }

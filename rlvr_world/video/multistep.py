@@ -37,8 +37,15 @@ import numpy as np
 from numpy.typing import NDArray
 
 from rlvr_world.orchestrator.items import PromptItem, video_item
-from rlvr_world.rewards.video import VideoRewardConfig, repeated_frames
-from rlvr_world.video.evaluate import EvalConfig, pick, restrict_logits, score_frames, to_uint8
+from rlvr_world.rewards.video import repeated_frames
+from rlvr_world.video.evaluate import (
+    EvalConfig,
+    pick,
+    restrict_logits,
+    reward_setup,
+    score_frames,
+    to_uint8,
+)
 from rlvr_world.video.layout import MultiStepVocab, multi_step
 from rlvr_world.video.layout import Sequence as LayoutSequence
 from rlvr_world.video.train_mle import clip_arrays, unique_encode
@@ -231,13 +238,7 @@ def evaluate_multistep(
         raise ValueError("clips: empty")
     arrays = [clip_arrays(c) for c in clips]
     t0 = time.perf_counter()
-    if perceptual is None:
-        from rlvr_world.rewards.perceptual import make_perceptual
-
-        device = str(next(model.parameters()).device)
-        perceptual = make_perceptual(cfg.perceptual, cfg.net, device=device)
-    config = VideoRewardConfig(weights={"l1": 1.0, perceptual.metric: 1.0}, lpips_net=cfg.net)
-    scorers = {perceptual.metric: perceptual}
+    config, scorers = reward_setup(model, cfg, perceptual)
     if sequences is None:
         sequences = encode_multistep_clips(clips, frame_tokenizer, quantizer, vocab, segment_frames)
     if len(sequences) != len(clips):
@@ -273,7 +274,7 @@ def evaluate_multistep(
         "l1_per_step": per_step["l1"].mean(axis=0).tolist(),
         "repetition_rate": float(np.asarray(repeats, dtype=np.float64).mean()),
         "token_copy_rate": float((pred_tokens == before).mean()),
-        "perceptual": perceptual.metric,
+        "perceptual": next(iter(scorers)),
         "sampling": {"temperature": cfg.temperature, "top_k": cfg.top_k, "seed": cfg.seed},
         "generate_s": gen_s,
     }
