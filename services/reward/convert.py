@@ -4,7 +4,9 @@ Producer of ``TextJob`` / ``VideoJob``: this module. Consumer: ``services.reward
 Everything a request can get wrong is checked here and raised as ``InvalidInput`` whose message
 starts with the offending field (``frames.shape: ...``), so the gRPC layer answers
 ``INVALID_ARGUMENT`` and the HTTP layer 422 with the same text. Scorers are never called with a
-malformed request.
+malformed request. One deferral: a gRPC text request's ``extra_info_json`` and options are parsed
+and validated in the scoring process (``RawTextJob.checked``), which answers ``Rejected`` for a bad
+one; the gRPC layer maps that back to the same ``INVALID_ARGUMENT`` and message.
 
 Frames: raw little-endian C-order bytes + shape + dtype (``common.proto`` ``Tensor``), either
 ``(T, H, W, C)`` or ``(H, W, C)`` with C in {1, 3}. Float dtypes hold values in [0, 1] (predictions
@@ -16,9 +18,9 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 from pydantic import ValidationError
@@ -56,6 +58,55 @@ class TextJob:
     request: TextScoreRequest
 
 
+class RawTextJob(NamedTuple):
+    """A text request as it came off the gRPC wire, not yet parsed or validated.
+
+    The main process only checks what needs no parsing (task, payload size, batch size); the
+    scoring process runs ``checked()`` (``json.loads`` of ``extra_info_json`` and the pydantic
+    validation) and answers ``Rejected`` when it fails, so the event loop does not pay for them.
+    A tuple because it is built per request on the event loop and pickled to the pool.
+    """
+
+    task: str
+    text: str
+    ground_truth: str
+    extra_info_json: str
+    variant: str
+    reward_type: str
+
+    def checked(self) -> TextJob:
+        """The validated job; ``InvalidInput`` naming the proto field, as ``job_from_proto``
+        raised before checks moved to the pool."""
+        return text_job(
+            self.task,
+            self.text,
+            self.ground_truth,
+            parse_extra_info(self.extra_info_json),
+            self.variant,
+            self.reward_type,
+        )
+
+
+@dataclass(frozen=True)
+class Rejected(RewardResult):
+    """A deferred check (``RawTextJob.checked``) failed in the scoring process.
+
+    Status ``invalid_input`` and the ``InvalidInput`` message: ``ScoreStream`` sends it as it is,
+    ``Score`` and ``ScoreBatch`` turn it back into ``INVALID_ARGUMENT`` (``rejection``)."""
+
+
+def rejected(message: str) -> Rejected:
+    return Rejected(reward=0.0, status=Status.INVALID_INPUT, metrics={}, message=message)
+
+
+def rejection(results: Sequence[RewardResult]) -> tuple[int, str] | None:
+    """(index, message) of the first ``Rejected`` result, or None."""
+    for i, res in enumerate(results):
+        if isinstance(res, Rejected):
+            return i, res.message
+    return None
+
+
 @dataclass(frozen=True)
 class VideoSpec:
     """Video options as plain values; unset fields stay None so the scorer's defaults apply."""
@@ -89,7 +140,7 @@ class VideoJob:
     task: str = "video"
 
 
-Job = TextJob | VideoJob
+Job = TextJob | RawTextJob | VideoJob
 
 
 # ---------------------------------------------------------------- tensors
@@ -245,7 +296,10 @@ def video_spec_from_proto(opts: reward_pb2.VideoOptions) -> VideoSpec:
 
 
 def job_from_proto(req: reward_pb2.ScoreRequest) -> Job:
-    """A proto ``ScoreRequest`` -> job; ``InvalidInput`` naming the proto field otherwise."""
+    """A proto ``ScoreRequest`` -> job; ``InvalidInput`` naming the proto field otherwise.
+
+    Text requests become a ``RawTextJob``: their ``extra_info_json`` and options are checked by the
+    scoring process (``RawTextJob.checked``), the rest here."""
     task = task_name(req.task)
     kind = req.WhichOneof("prediction")
     if task == "video":
@@ -263,13 +317,9 @@ def job_from_proto(req: reward_pb2.ScoreRequest) -> Job:
         return frames_job(pred, target, prev, video_spec_from_proto(req.options.video))
     if kind == "frames":
         raise InvalidInput(f"text: task {task} takes text, not frames")
-    return text_job(
-        task,
-        req.text,
-        req.ground_truth,
-        parse_extra_info(req.extra_info_json),
-        req.options.variant,
-        req.options.reward_type,
+    opts = req.options
+    return RawTextJob(
+        task, req.text, req.ground_truth, req.extra_info_json, opts.variant, opts.reward_type
     )
 
 
@@ -278,7 +328,18 @@ def result_to_proto(request_id: str, result: RewardResult) -> reward_pb2.ScoreRe
         request_id=request_id,
         reward=result.reward,
         status=STATUS_TO_PROTO[result.status],  # type: ignore[arg-type]
-        metrics={k: float(v) for k, v in result.metrics.items()},
+        metrics=result.metrics,  # upb converts each value as float() does
+        message=result.message,
+    )
+
+
+def add_response(out: reward_pb2.ScoreBatchResponse, request_id: str, result: RewardResult) -> None:
+    """Append ``result`` to a batch response in place (no copy of a separate message)."""
+    out.responses.add(
+        request_id=request_id,
+        reward=result.reward,
+        status=STATUS_TO_PROTO[result.status],
+        metrics=result.metrics,
         message=result.message,
     )
 

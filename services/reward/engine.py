@@ -1,7 +1,9 @@
 """Scoring engine of one reward worker: a process pool for text, threads + micro-batching for video.
 
-Both transports (gRPC and HTTP) call ``RewardEngine.score`` with validated jobs
-(``services.reward.convert``). Text jobs (CPU-bound, pure Python) go to a ``spawn`` process pool of
+Both transports (gRPC and HTTP) call ``RewardEngine.score`` with jobs from
+``services.reward.convert``: validated ones, or gRPC's ``RawTextJob`` whose parsing and validation
+run in the pool process (so the event loop does not pay for them; a bad one comes back
+``Rejected``). Text jobs (CPU-bound, pure Python) go to a ``spawn`` process pool of
 ``settings.workers`` processes (``services.reward.pool``, fed from the event loop), in chunks so
 that inter-process overhead is paid per chunk, not per request. Video jobs run in a thread pool of
 this process; their LPIPS / ST-LPIPS distances go through one ``BatchedPerceptual`` per
@@ -26,10 +28,10 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from rlvr_world.rewards.dispatch import TextScoreRequest, score_text
-from rlvr_world.rewards.types import RewardResult, Status, failed
+from rlvr_world.rewards.types import InvalidInput, RewardResult, Status, failed
 from rlvr_world.rewards.video import PERCEPTUAL_METRICS, PerceptualScorer, score_video
 from services.reward.batching import BatchedPerceptual
-from services.reward.convert import Job, TextJob, VideoJob
+from services.reward.convert import Job, RawTextJob, TextJob, VideoJob, rejected
 from services.reward.metrics import RewardMetrics
 from services.reward.pool import ProcessDied, ScoringPool
 from services.reward.settings import RewardSettings
@@ -54,13 +56,19 @@ def _worker_init() -> None:
             log.debug("warm-up of %s failed", scorer, exc_info=True)
 
 
-#: A validated TextScoreRequest as a tuple: pickles several times faster than the model.
-TextFields = tuple[str, str, str, Any, str, str]
+#: One text request for the pool, a tuple (pickles several times faster than the model):
+#: ``(True, *fields of a validated TextScoreRequest)``, or ``(False, *RawTextJob)`` for a request
+#: the pool process parses and validates itself (``RawTextJob.checked``).
+TextRow = tuple[Any, ...]
 _FIELDS = ("data_source", "solution_str", "ground_truth", "extra_info", "variant", "reward_type")
 
 
-def to_fields(req: TextScoreRequest) -> TextFields:
+def text_row(job: TextJob | RawTextJob) -> TextRow:
+    if isinstance(job, RawTextJob):
+        return (False, *job)
+    req = job.request
     return (
+        True,
         req.data_source,
         req.solution_str,
         req.ground_truth,
@@ -70,12 +78,19 @@ def to_fields(req: TextScoreRequest) -> TextFields:
     )
 
 
-def score_text_chunk(rows: Sequence[TextFields]) -> list[RewardResult]:
-    """Score already-validated requests one by one (pool side); a scorer exception becomes status
-    ``error`` for that request only."""
-    out = []
-    for row in rows:
-        req = TextScoreRequest.model_construct(**dict(zip(_FIELDS, row, strict=True)))
+def score_text_chunk(rows: Sequence[TextRow]) -> list[RewardResult]:
+    """Score requests one by one (pool side). A raw request that fails its checks gets
+    ``Rejected``; a scorer exception becomes status ``error``; neither affects its neighbours."""
+    out: list[RewardResult] = []
+    for checked, *fields in rows:
+        if checked:
+            req = TextScoreRequest.model_construct(**dict(zip(_FIELDS, fields, strict=True)))
+        else:
+            try:
+                req = RawTextJob(*fields).checked().request
+            except InvalidInput as exc:
+                out.append(rejected(str(exc)))
+                continue
         try:
             out.append(score_text(req))
         except Exception as exc:  # a scorer bug must not fail its neighbours
@@ -186,10 +201,10 @@ class RewardEngine:
 
     # ------------------------------------------------------------ scoring
 
-    def _submit_text(self, reqs: list[TextScoreRequest]) -> asyncio.Future[list[RewardResult]]:
+    def _submit_text(self, rows: list[TextRow]) -> asyncio.Future[list[RewardResult]]:
         if self._pool is None:
             raise RuntimeError("engine not started")
-        return self._pool.submit([to_fields(r) for r in reqs])
+        return self._pool.submit(rows)
 
     def _track(self, busy: int, outstanding: int) -> None:
         self.metrics.pool_queued.set(outstanding)
@@ -199,7 +214,8 @@ class RewardEngine:
     async def score(
         self, jobs: Sequence[Job], timeout_s: float | None = None
     ) -> list[RewardResult]:
-        """Score validated jobs within the deadline; results in request order."""
+        """Score jobs within the deadline; results in request order. A ``RawTextJob`` that fails
+        its checks in the pool gets ``Rejected`` (unless its deadline passes first: ``timeout``)."""
         timeout = (
             self.settings.deadline_s
             if timeout_s is None
@@ -208,17 +224,21 @@ class RewardEngine:
         loop = asyncio.get_running_loop()
         results: list[RewardResult | None] = [None] * len(jobs)
         waiting: dict[asyncio.Future[Any], list[int]] = {}
-        text_idx = [i for i, j in enumerate(jobs) if isinstance(j, TextJob)]
-        for part in chunks(len(text_idx), self.settings.workers):
-            idx = [text_idx[k] for k in part]
-            reqs = [jobs[i].request for i in idx]  # type: ignore[union-attr]
-            waiting[self._submit_text(reqs)] = idx
+        text_idx: list[int] = []
+        rows: list[TextRow] = []
         for i, job in enumerate(jobs):
             if isinstance(job, VideoJob):
                 fut: asyncio.Future[Any] = loop.run_in_executor(
                     self._threads, self._score_video, job
                 )
                 waiting[fut] = [i]
+            else:
+                text_idx.append(i)
+                rows.append(text_row(job))
+        for part in chunks(len(text_idx), self.settings.workers):
+            waiting[self._submit_text(rows[part.start : part.stop])] = text_idx[
+                part.start : part.stop
+            ]
         # When each future's result reached this loop: one that came in the same loop iteration
         # as the deadline, or later, is a timeout (a fast pool can answer before the loop looks).
         finished: dict[asyncio.Future[Any], float] = {}

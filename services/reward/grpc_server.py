@@ -4,7 +4,10 @@ standard health service, server reflection, bearer-token auth and optional TLS.
 ``create_server(settings, engine, metrics)`` builds and binds a ``grpc.aio`` server and returns it
 with the bound port (port 0 picks a free one), so tests and ``services.reward.server`` control its
 lifetime. Bad requests are refused with ``INVALID_ARGUMENT`` and a message naming the field
-(``requests[3].frames.shape: ...``); oversized messages get ``RESOURCE_EXHAUSTED`` from gRPC itself.
+(``requests[3].frames.shape: ...``); a text request's ``extra_info_json`` and options are checked
+by the scoring process (``convert.RawTextJob``), whose ``convert.Rejected`` is refused the same way
+(one whose deadline passes before it is checked gets status ``timeout``). Oversized messages get
+``RESOURCE_EXHAUSTED`` from gRPC itself.
 ScoreStream is pipelined: up to ``STREAM_WINDOW`` requests per stream are scored concurrently and
 answered as they finish (match them by ``request_id``); a malformed message on a stream gets a
 response with status ``REWARD_STATUS_INVALID_INPUT`` instead of ending the stream.
@@ -16,6 +19,7 @@ import asyncio
 import hmac
 import logging
 import time
+from collections import Counter
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import contextmanager
 from typing import Any
@@ -26,7 +30,15 @@ from grpc_health.v1 import health
 from rlvr_world import grpc_common
 from rlvr_world.rewards.types import InvalidInput, RewardResult, Status, failed
 from rlvr_world.v1 import reward_pb2, reward_pb2_grpc
-from services.reward.convert import Job, job_from_proto, result_to_proto
+from services.reward.convert import (
+    Job,
+    RawTextJob,
+    Rejected,
+    add_response,
+    job_from_proto,
+    rejection,
+    result_to_proto,
+)
 from services.reward.engine import RewardEngine
 from services.reward.metrics import RewardMetrics
 from services.reward.settings import RewardSettings
@@ -58,8 +70,10 @@ class RewardServicer(reward_pb2_grpc.RewardServiceServicer):
             self.metrics.latency.labels(method, "grpc").observe(time.perf_counter() - t0)
 
     def _count(self, jobs: list[Job], results: list[RewardResult]) -> None:
-        for job, res in zip(jobs, results, strict=True):
-            self.metrics.requests.labels(job.task, res.status.value, "grpc").inc()
+        """One ``inc(n)`` per (task, status) seen, not one per request."""
+        counts = Counter(zip([j.task for j in jobs], [r.status for r in results], strict=True))
+        for (task, status), n in counts.items():
+            self.metrics.requests.labels(task, status.value, "grpc").inc(n)
 
     async def _reject(self, context: grpc.aio.ServicerContext, reason: str, message: str) -> None:
         self.metrics.rejected.labels(reason, "grpc").inc()
@@ -75,14 +89,19 @@ class RewardServicer(reward_pb2_grpc.RewardServiceServicer):
                 await self._reject(context, "invalid_input", str(exc))
                 raise  # unreachable: abort raises
             results = await self.engine.score([job], context.time_remaining())
+            if isinstance(results[0], Rejected):  # checked in the pool
+                await self._reject(context, "invalid_input", results[0].message)
             self._count([job], results)
             return result_to_proto(request.request_id, results[0])
 
     async def ScoreBatch(  # noqa: N802 (gRPC method name)
         self, request: reward_pb2.ScoreBatchRequest, context: grpc.aio.ServicerContext
     ) -> reward_pb2.ScoreBatchResponse:
+        """Refuses the whole call at its first invalid request, in request order, whether that
+        was found here or (text extra_info and options) by the pool."""
         with self._call("ScoreBatch"):
-            n = len(request.requests)
+            requests = request.requests
+            n = len(requests)
             if n == 0:
                 await self._reject(
                     context, "empty_batch", "requests: empty batch; send at least one"
@@ -94,20 +113,22 @@ class RewardServicer(reward_pb2_grpc.RewardServiceServicer):
                     f"requests: {n} requests exceed max_batch={self.settings.max_batch}",
                 )
             jobs: list[Job] = []
-            for i, req in enumerate(request.requests):
+            for i, req in enumerate(requests):
                 try:
                     jobs.append(job_from_proto(req))
                 except InvalidInput as exc:
-                    await self._reject(context, "invalid_input", f"requests[{i}].{exc}")
+                    # an earlier text request may be invalid too: its message comes first
+                    at, msg = _first_invalid_text(jobs) or (i, str(exc))
+                    await self._reject(context, "invalid_input", f"requests[{at}].{msg}")
             self.metrics.batch_size.labels("grpc").observe(n)
             results = await self.engine.score(jobs, context.time_remaining())
+            if (bad := rejection(results)) is not None:
+                await self._reject(context, "invalid_input", f"requests[{bad[0]}].{bad[1]}")
             self._count(jobs, results)
-            return reward_pb2.ScoreBatchResponse(
-                responses=[
-                    result_to_proto(r.request_id, res)
-                    for r, res in zip(request.requests, results, strict=True)
-                ]
-            )
+            out = reward_pb2.ScoreBatchResponse()
+            for req, res in zip(requests, results, strict=True):
+                add_response(out, req.request_id, res)
+            return out
 
     async def _score_streamed(self, req: reward_pb2.ScoreRequest) -> reward_pb2.ScoreResponse:
         t0 = time.perf_counter()
@@ -117,6 +138,9 @@ class RewardServicer(reward_pb2_grpc.RewardServiceServicer):
             self.metrics.rejected.labels("invalid_input", "grpc").inc()
             return result_to_proto(req.request_id, failed(Status.INVALID_INPUT, str(exc)))
         results = await self.engine.score([job])
+        if isinstance(results[0], Rejected):  # checked in the pool: answered like the above
+            self.metrics.rejected.labels("invalid_input", "grpc").inc()
+            return result_to_proto(req.request_id, results[0])
         self._count([job], results)
         self.metrics.latency.labels("ScoreStream.item", "grpc").observe(time.perf_counter() - t0)
         return result_to_proto(req.request_id, results[0])
@@ -156,6 +180,18 @@ class RewardServicer(reward_pb2_grpc.RewardServiceServicer):
                 await reader
             finally:
                 reader.cancel()
+
+
+def _first_invalid_text(jobs: list[Job]) -> tuple[int, str] | None:
+    """(index, message) of the first text job that fails its deferred checks, checked here (only
+    on the way to refusing a batch anyway, so the message names the first bad request)."""
+    for i, job in enumerate(jobs):
+        if isinstance(job, RawTextJob):
+            try:
+                job.checked()
+            except InvalidInput as exc:
+                return i, str(exc)
+    return None
 
 
 # ---------------------------------------------------------------- auth

@@ -53,8 +53,9 @@ def test_decode_tensor_names_the_field(
 def test_job_from_proto_text_and_status_mapping() -> None:
     row = {"data_source": "web_agent", "solution_str": "s", "ground_truth": "g",
            "extra_info": {"k": np.int64(2)}, "variant": "paper"}  # fmt: skip
-    job = convert.job_from_proto(verl_request(row, "r1"))
-    assert isinstance(job, convert.TextJob)
+    raw = convert.job_from_proto(verl_request(row, "r1"))
+    assert isinstance(raw, convert.RawTextJob)  # parsed and validated by the pool process
+    job = raw.checked()
     assert (job.task, job.request.variant, job.request.extra_info) == ("web", "paper", {"k": 2})
     resp = convert.result_to_proto("r1", RewardResult(0.5, Status.UNPARSEABLE, {"f1": 0.5}, "why"))
     assert resp.status == common_pb2.REWARD_STATUS_UNPARSEABLE

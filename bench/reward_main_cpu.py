@@ -1,0 +1,109 @@
+"""CPU time the reward service's main process (the grpc.aio event loop) spends per text request.
+
+Starts the real service (``python -m services.reward``, its own process, gRPC on loopback, a pool of
+``--workers`` processes), sends ``ScoreBatch`` calls of the golden text-game requests with two calls
+always in flight (as ``bench/reward_service.py`` does), and reads the main process's own user +
+system CPU time from ``/proc/<pid>/stat`` (its pool processes are children and not counted) before
+and after. CPU time, not wall throughput: it stays meaningful on a machine shared with other jobs.
+
+``--profile FILE`` runs the service under cProfile instead (written when the service drains at the
+end); read it with ``python -m pstats FILE`` or ``--top``.
+
+Usage: ``python bench/reward_main_cpu.py [--batches 200] [--workers 2] [--profile out.prof]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import pstats
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections import deque
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from bench.reward_service import READY, text_game_rows  # noqa: E402
+
+CLK_TCK = os.sysconf("SC_CLK_TCK")
+
+
+def cpu_seconds(pid: int) -> float:
+    """utime + stime of one process (all its threads, not its children), in seconds."""
+    stat = Path(f"/proc/{pid}/stat").read_text()
+    fields = stat[stat.rindex(")") + 2 :].split()
+    return (int(fields[11]) + int(fields[12])) / CLK_TCK
+
+
+def start(workers: int, profile: str | None) -> tuple[subprocess.Popen[str], str]:
+    pre = ["-m", "cProfile", "-o", profile] if profile else []
+    cmd = [sys.executable, *pre, "-m", "services.reward", "--grpc-port", "0", "--http-port", "0",
+           "--workers", str(workers)]  # fmt: skip
+    proc = subprocess.Popen(cmd, cwd=ROOT, env=os.environ, stderr=subprocess.PIPE, text=True)
+    assert proc.stderr is not None
+    for line in proc.stderr:
+        match = READY.search(line)
+        if match:
+            threading.Thread(target=proc.stderr.read, daemon=True).start()
+            return proc, f"{match[1]}:{match[2]}"
+    raise RuntimeError(f"service did not start (exit {proc.wait()})")
+
+
+def measure(workers: int, batches: int, profile: str | None) -> tuple[float, float, int]:
+    """(main-process CPU us per request, wall seconds, requests) over ``batches`` calls."""
+    import grpc
+
+    from rlvr_world.client import verl_request
+    from rlvr_world.v1 import reward_pb2, reward_pb2_grpc
+
+    rows, _ = text_game_rows()
+    batch = reward_pb2.ScoreBatchRequest(requests=[verl_request(r) for r in rows])
+    proc, address = start(workers, profile)
+    try:
+        with grpc.insecure_channel(address) as ch:
+            stub = reward_pb2_grpc.RewardServiceStub(ch)  # type: ignore[no-untyped-call]
+            for _ in range(5):  # warm-up: first calls build caches, lazy imports
+                stub.ScoreBatch(batch, timeout=120)
+            cpu0, t0 = cpu_seconds(proc.pid), time.perf_counter()
+            inflight = deque(stub.ScoreBatch.future(batch, timeout=120) for _ in range(2))
+            done = 0
+            for i in range(batches):
+                resp = inflight.popleft().result()
+                done += len(resp.responses)
+                if i + 2 < batches:
+                    inflight.append(stub.ScoreBatch.future(batch, timeout=120))
+            cpu1, t1 = cpu_seconds(proc.pid), time.perf_counter()
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=60)
+    return (cpu1 - cpu0) / done * 1e6, t1 - t0, done
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--batches", type=int, default=200, help="ScoreBatch calls measured")
+    parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--repeat", type=int, default=1, help="fresh service per repeat")
+    parser.add_argument("--profile", help="run the service under cProfile, write stats here")
+    parser.add_argument("--top", type=int, default=30, help="profile lines printed")
+    args = parser.parse_args()
+    out = sys.stdout.write
+    for _ in range(args.repeat):
+        us, wall, n = measure(args.workers, args.batches, args.profile)
+        out(
+            f"main-process CPU: {us:7.1f} us/request over {n} requests "
+            f"({wall:.1f}s wall, {n / wall:.0f} req/s; workers={args.workers}"
+            f"{', profiled' if args.profile else ''})\n"
+        )
+    if args.profile:
+        pstats.Stats(args.profile, stream=sys.stdout).sort_stats("tottime").print_stats(args.top)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
