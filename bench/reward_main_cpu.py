@@ -6,8 +6,8 @@ always in flight (as ``bench/reward_service.py`` does), and reads the main proce
 system CPU time from ``/proc/<pid>/stat`` (its pool processes are children and not counted) before
 and after. CPU time, not wall throughput: it stays meaningful on a machine shared with other jobs.
 
-``--profile FILE`` runs the service under cProfile instead (written when the service drains at the
-end); read it with ``python -m pstats FILE`` or ``--top``.
+``--profile FILE`` runs the service under cProfile, timed by the main thread's CPU clock, and
+prints the top functions (``--top``); the stats stay in FILE for ``python -m pstats``.
 
 Usage: ``python bench/reward_main_cpu.py [--batches 200] [--workers 2] [--profile out.prof]``.
 """
@@ -40,9 +40,27 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / CLK_TCK
 
 
+#: Runs the service under cProfile with the main thread's CPU time as its clock (wall time would
+#: count the time other processes hold the cores), writing the stats when the service drains.
+PROFILED = """
+import cProfile, runpy, sys, time
+prof = cProfile.Profile(time.thread_time)
+sys.argv = ["services.reward", *sys.argv[2:]]
+prof.enable()
+try:
+    runpy.run_module("services.reward", run_name="__main__", alter_sys=True)
+except SystemExit:
+    pass
+finally:
+    prof.disable()
+    prof.dump_stats(OUT)
+"""
+
+
 def start(workers: int, profile: str | None) -> tuple[subprocess.Popen[str], str]:
-    pre = ["-m", "cProfile", "-o", profile] if profile else []
-    cmd = [sys.executable, *pre, "-m", "services.reward", "--grpc-port", "0", "--http-port", "0",
+    run = ["-m", "services.reward"]
+    pre = ["-c", PROFILED.replace("OUT", repr(profile)), "--"] if profile else run
+    cmd = [sys.executable, *pre, "--grpc-port", "0", "--http-port", "0",
            "--workers", str(workers)]  # fmt: skip
     proc = subprocess.Popen(cmd, cwd=ROOT, env=os.environ, stderr=subprocess.PIPE, text=True)
     assert proc.stderr is not None

@@ -99,11 +99,12 @@ def score_text_chunk(rows: Sequence[TextRow]) -> list[RewardResult]:
     return out
 
 
-def chunks(n: int, workers: int) -> list[range]:
-    """Split ``n`` items into about 4 chunks per worker, each at most ``MAX_CHUNK`` long."""
+def chunks(n: int, workers: int, per_worker: int = 4) -> list[range]:
+    """Split ``n`` items into about ``per_worker`` chunks per worker, each at most ``MAX_CHUNK``
+    long."""
     if n == 0:
         return []
-    size = max(1, min(MAX_CHUNK, math.ceil(n / (workers * 4))))
+    size = max(1, min(MAX_CHUNK, math.ceil(n / (workers * per_worker))))
     return [range(i, min(n, i + size)) for i in range(0, n, size)]
 
 
@@ -114,6 +115,7 @@ class RewardEngine:
         self.settings = settings
         self.metrics = metrics
         self._pool: ScoringPool | None = None
+        self._tracked = (-1, -1)  # last (busy, outstanding) written to the gauges
         self._threads = ThreadPoolExecutor(settings.video_threads, thread_name_prefix="video")
         self._perceptual: dict[tuple[str, str], BatchedPerceptual] = {}
         self._perceptual_lock = threading.Lock()
@@ -206,7 +208,17 @@ class RewardEngine:
             raise RuntimeError("engine not started")
         return self._pool.submit(rows)
 
+    def _chunks_per_worker(self) -> int:
+        """4 while the pool has room (small chunks balance one call over the processes), 1 once
+        every process already holds queued work: then balance comes from the other calls, and
+        each chunk costs this event loop a wake-up, a pickle and a round of bookkeeping."""
+        busy = self._pool is not None and self._pool.outstanding >= self.settings.workers
+        return 1 if busy else 4
+
     def _track(self, busy: int, outstanding: int) -> None:
+        if (busy, outstanding) == self._tracked:
+            return
+        self._tracked = (busy, outstanding)
         self.metrics.pool_queued.set(outstanding)
         self.metrics.pool_busy.set(busy)
         self.metrics.pool_utilisation.set(busy / self.settings.workers)
@@ -235,7 +247,7 @@ class RewardEngine:
             else:
                 text_idx.append(i)
                 rows.append(text_row(job))
-        for part in chunks(len(text_idx), self.settings.workers):
+        for part in chunks(len(text_idx), self.settings.workers, self._chunks_per_worker()):
             waiting[self._submit_text(rows[part.start : part.stop])] = text_idx[
                 part.start : part.stop
             ]
