@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import importlib
 import json
+import re
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import grpc
+import httpx
 import numpy as np
 import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
@@ -25,8 +27,9 @@ from rlvr_world.client import (
     verl_request,
 )
 from rlvr_world.rewards.dispatch import score_mapping
-from rlvr_world.rewards.types import Status
+from rlvr_world.rewards.types import InvalidInput, Status
 from rlvr_world.v1 import common_pb2, reward_pb2, reward_pb2_grpc
+from services.reward import convert
 from services.reward.settings import RewardSettings
 from services.reward.testing import ServiceThread
 
@@ -355,3 +358,89 @@ def test_tls(tmp_path: Path) -> None:
             pytest.raises(RewardServiceUnavailable),
         ):
             plain.score_verl(row)
+
+
+# ------------------------------------------------------------------ text checked in the pool
+
+#: Text requests whose ``extra_info_json`` and options the scoring process parses and validates
+#: (``convert.RawTextJob``): case -> (extra_info_json, variant, reward_type, message start).
+BAD_TEXT = {
+    "extra_info not JSON": ("{nope", "", "", "extra_info_json: not valid JSON"),
+    "extra_info a list": ("[1, 2]", "", "", "extra_info_json: must be a JSON object, got list"),
+    "extra_info a string": ('"s"', "", "", "extra_info_json: must be a JSON object, got str"),
+    "unknown variant": ("", "loose", "", "variant: "),
+    "unknown reward_type": ('{"a": 1}', "paper", "dense", "reward_type: "),
+}
+
+
+def _good_text() -> reward_pb2.ScoreRequest:
+    return verl_request(example_rows("web_agent")[0], "good")
+
+
+def _bad_text(case: str, request_id: str = "bad") -> tuple[reward_pb2.ScoreRequest, str]:
+    """The request and the exact message the up-front check gives it (it names the field)."""
+    extra, variant, reward_type, start = BAD_TEXT[case]
+    req = reward_pb2.ScoreRequest()
+    req.CopyFrom(_good_text())
+    req.request_id, req.extra_info_json = request_id, extra
+    req.options.variant, req.options.reward_type = variant, reward_type
+    raw = convert.job_from_proto(req)
+    assert isinstance(raw, convert.RawTextJob)
+    with pytest.raises(InvalidInput) as err:
+        raw.checked()
+    assert str(err.value).startswith(start)
+    return req, str(err.value)
+
+
+def _rejected_count(svc: ServiceThread) -> float:
+    text = httpx.get(f"{svc.http_url}/metrics", timeout=10).text
+    match = re.search(
+        r'^rlvr_reward_rejected_total\{reason="invalid_input",transport="grpc"\} (\S+)$',
+        text,
+        re.MULTILINE,
+    )
+    return float(match[1]) if match else 0.0
+
+
+@pytest.mark.parametrize("case", sorted(BAD_TEXT))
+def test_text_checked_in_the_pool_answers_like_an_upfront_check(
+    case: str, stub: Any, svc: ServiceThread
+) -> None:
+    bad, message = _bad_text(case)
+    good = _good_text()
+    expected = score_mapping(example_rows("web_agent")[0]).reward
+    rejected_before = _rejected_count(svc)
+    with pytest.raises(grpc.RpcError) as err:
+        stub.Score(bad, timeout=30)
+    assert (err.value.code(), err.value.details()) == (grpc.StatusCode.INVALID_ARGUMENT, message)
+    with pytest.raises(grpc.RpcError) as err:
+        stub.ScoreBatch(reward_pb2.ScoreBatchRequest(requests=[good, good, bad, good]), timeout=30)
+    assert (err.value.code(), err.value.details()) == (
+        grpc.StatusCode.INVALID_ARGUMENT,
+        f"requests[2].{message}",
+    )
+    by_id = {r.request_id: r for r in stub.ScoreStream(iter([good, bad]), timeout=30)}
+    assert by_id["bad"].status == common_pb2.REWARD_STATUS_INVALID_INPUT
+    assert by_id["bad"].message == message
+    assert by_id["good"].status == common_pb2.REWARD_STATUS_OK
+    assert by_id["good"].reward == pytest.approx(expected)
+    assert _rejected_count(svc) == rejected_before + 3
+    assert_serving(svc.grpc_address)
+    assert stub.Score(good, timeout=30).reward == pytest.approx(expected)
+
+
+def test_batch_names_its_first_invalid_request_wherever_it_was_checked(stub: Any) -> None:
+    good = _good_text()
+    text1, text_msg = _bad_text("extra_info a list", "t1")
+    text2, _ = _bad_text("unknown variant", "t2")
+    video, video_msg = BAD_REQUESTS["NaN frames"]  # checked by the event loop
+    cases = [
+        ([good, text1, good, video], f"requests[1].{text_msg}"),  # pool-checked comes first
+        ([good, video, text1], f"requests[1].{video_msg}"),
+        ([text1, text2, good], f"requests[0].{text_msg}"),
+    ]
+    for requests, details in cases:
+        with pytest.raises(grpc.RpcError) as err:
+            stub.ScoreBatch(reward_pb2.ScoreBatchRequest(requests=requests), timeout=30)
+        assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+        assert err.value.details().startswith(details)

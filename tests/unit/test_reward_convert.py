@@ -8,10 +8,11 @@ import numpy as np
 import pytest
 
 from rlvr_world.client import RetryPolicy, split_addresses, verl_request
+from rlvr_world.rewards.dispatch import score_mapping
 from rlvr_world.rewards.types import InvalidInput, RewardResult, Status
 from rlvr_world.v1 import common_pb2, reward_pb2
 from services.reward import convert
-from services.reward.engine import chunks
+from services.reward.engine import chunks, score_text_chunk, text_row
 from services.reward.settings import RewardSettings
 
 
@@ -80,6 +81,7 @@ def test_chunks_cover_every_item_once() -> None:
         assert [i for p in parts for i in p] == list(range(n))
         assert all(len(p) <= 64 for p in parts)
     assert len(chunks(8, 2)) == 8  # small batches still spread over the workers
+    assert len(chunks(90, 2, per_worker=1)) == 2  # a busy pool: one chunk per process
 
 
 def test_client_address_parsing_and_backoff() -> None:
@@ -113,3 +115,21 @@ def test_cli_parser_overrides_only_given_options() -> None:
     args = parser.parse_args(["serve", "reward", "--grpc-port", "0", "--workers", "3"])
     settings = settings_from_args(args)
     assert (settings.grpc_port, settings.workers, settings.http_port) == (0, 3, 8000)
+
+
+def test_pool_side_checks_answer_rejected_without_failing_neighbours() -> None:
+    row = {"data_source": "web_agent", "solution_str": "a b", "ground_truth": "a c"}
+    good = convert.job_from_proto(verl_request(row))
+    bad = convert.job_from_proto(verl_request({**row, "variant": "loose"}))
+    assert isinstance(good, convert.RawTextJob) and isinstance(bad, convert.RawTextJob)
+    with pytest.raises(InvalidInput) as err:
+        bad.checked()
+    rows = [text_row(good), text_row(bad), text_row(good.checked())]
+    assert [r[0] for r in rows] == [False, False, True]  # raw, raw, validated
+    out = score_text_chunk(rows)
+    expected = score_mapping(row)
+    assert out[0] == out[2] == expected
+    assert isinstance(out[1], convert.Rejected)
+    assert (out[1].status, out[1].message) == (Status.INVALID_INPUT, str(err.value))
+    assert convert.rejection(out) == (1, str(err.value))
+    assert convert.rejection([expected]) is None
