@@ -150,7 +150,9 @@ class VideoRun:
             steps=t.steps,
             batch_size=t.batch_size,
             lr=t.lr,
+            perceptual_weight=t.perceptual_weight,
             perceptual_frames=t.perceptual_frames,
+            foreground_weight=t.foreground_weight,
             seed=self.cfg.data.seed,
         )
         metrics = train_tokenizer(

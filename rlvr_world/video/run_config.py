@@ -59,6 +59,15 @@ class VideoTokenizerSection(_Section):
     steps: int = Field(default=900, ge=1, le=10_000_000, description="training steps")
     batch_size: int = Field(default=8, ge=1, le=4096, description="frames per step")
     lr: float = Field(default=2e-3, gt=0.0, le=1.0, description="peak learning rate")
+    perceptual_weight: float = Field(
+        default=1.0, ge=0.0, le=100.0, description="ST-LPIPS weight in the loss (0: L1 only)"
+    )
+    foreground_weight: float = Field(
+        default=0.0,
+        ge=0.0,
+        le=1000.0,
+        description="extra L1 weight of pixels unlike the median background (the moving objects)",
+    )
     perceptual_frames: int = Field(
         default=0, ge=0, le=4096, description="frames per batch in the ST-LPIPS term (0: all)"
     )

@@ -26,9 +26,13 @@ from rlvr_world.video.tokenizer import (
 )
 from rlvr_world.video.train_tokenizer import (
     TrainSettings,
+    background_of,
+    foreground_metrics,
     lr_factor,
+    spread,
     train_compressive,
     train_tokenizer,
+    weighted_l1,
 )
 
 TINY = TokenizerConfig(
@@ -340,6 +344,67 @@ def test_training_lowers_the_loss(tmp_path: Path) -> None:
     metrics = train_tokenizer(frames, TINY, 30, tmp_path, settings=settings)
     losses = [row["loss"] for row in metrics["history"]]
     assert np.mean(losses[-5:]) < 0.5 * np.mean(losses[:5])
+
+
+def test_background_is_the_per_pixel_median() -> None:
+    frames = blobs(40, 16)
+    bg = background_of(frames)
+    assert bg.shape == (16, 16, 3) and bg.dtype == np.float32
+    # Each square covers a sixteenth of the frame, so the median of every pixel is the backdrop.
+    np.testing.assert_allclose(bg, 240 / 255, rtol=0, atol=1e-6)
+
+
+def test_weighted_l1_counts_foreground_pixels_more() -> None:
+    bg = torch.zeros(1, 3, 4, 4)
+    x = torch.zeros(2, 3, 4, 4)
+    x[:, :, 0, 0] = 1.0  # one foreground pixel per frame
+    recon = x.clone()
+    recon[:, :, 0, 0] = 0.5  # an error of 0.5 on the object
+    recon[:, :, 3, 3] = 0.5  # and the same error on one background pixel
+    plain = weighted_l1(recon, x, bg, TrainSettings())
+    assert plain.item() == pytest.approx(1.0 / 16)  # (0.5 + 0.5) over 16 pixels
+    weighted = weighted_l1(recon, x, bg, TrainSettings(foreground_weight=9.0))
+    # weights: 10 on the object, 1 on the 15 others -> (10 * 0.5 + 0.5) / 25
+    assert weighted.item() == pytest.approx(5.5 / 25)
+
+
+def test_foreground_metrics_measure_only_the_objects() -> None:
+    bg = background_of(blobs(40, 16))  # the backdrop exactly (the test above)
+    frames = blobs(6, 16)
+    recon = frames.astype(np.float32) / 255.0
+    exact = foreground_metrics(recon, frames, bg, 0.15)
+    assert exact["foreground_l1"] == pytest.approx(0.0, abs=1e-7)
+    assert exact["foreground_fraction"] == pytest.approx(1 / 16)
+    blank = np.broadcast_to(bg, recon.shape).copy()  # the objects erased
+    erased = foreground_metrics(blank, frames, bg, 0.15)
+    expected_l1 = np.abs(recon - bg).sum(-1)[np.abs(recon - bg).sum(-1) > 0.15].sum()
+    assert erased["foreground_l1"] == pytest.approx(expected_l1 / (3 * 6 * 16), rel=1e-5)
+    assert erased["foreground_psnr"] < 20.0
+    empty = foreground_metrics(blank, (blank * 255).round().astype(np.uint8), bg, 0.15)
+    assert math.isnan(empty["foreground_psnr"]) and empty["foreground_fraction"] == 0.0
+
+
+def test_foreground_weight_settings_are_checked() -> None:
+    with pytest.raises(ValueError, match="foreground_weight"):
+        TrainSettings(foreground_weight=-1.0)
+    with pytest.raises(ValueError, match="foreground_threshold"):
+        TrainSettings(foreground_threshold=0.0)
+
+
+def test_grid_frames_spread_over_the_held_out_set() -> None:
+    assert spread(100, 5).tolist() == [0, 25, 50, 74, 99]
+    assert spread(3, 8).tolist() == [0, 1, 2]
+
+
+def test_train_tokenizer_reports_foreground_metrics(tmp_path: Path) -> None:
+    frames = blobs(40, 16)
+    settings = TrainSettings(
+        batch_size=4, lr=3e-3, warmup_steps=2, perceptual_weight=0.0, foreground_weight=10.0
+    )
+    metrics = train_tokenizer(frames, TINY, 6, tmp_path, settings=settings)
+    assert metrics["eval_foreground_psnr"] < metrics["eval_psnr"]
+    assert 0.0 < metrics["eval_foreground_fraction"] <= 1.0  # early on, anything off-backdrop
+    assert metrics["settings"]["foreground_weight"] == 10.0
 
 
 # --------------------------------------------------------------------------------------------
