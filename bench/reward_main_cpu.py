@@ -5,6 +5,8 @@ Starts the real service (``python -m services.reward``, its own process, gRPC on
 always in flight (as ``bench/reward_service.py`` does), and reads the main process's own user +
 system CPU time from ``/proc/<pid>/stat`` (its pool processes are children and not counted) before
 and after. CPU time, not wall throughput: it stays meaningful on a machine shared with other jobs.
+It also reports the pool processes' CPU per request and the in-process ``score_mapping`` loop's,
+and from them the throughput ratio ``bench/reward_service.py`` would see on that many free cores.
 
 ``--profile FILE`` runs the service under cProfile, timed by the main thread's CPU clock, and
 prints the top functions (``--top``); the stats stay in FILE for ``python -m pstats``.
@@ -40,6 +42,31 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / CLK_TCK
 
 
+def children_cpu_seconds(pid: int) -> float:
+    """utime + stime of the live child processes of ``pid`` (the scoring pool), in seconds."""
+    total = 0.0
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        for child in (task / "children").read_text().split():
+            total += cpu_seconds(int(child))
+    return total
+
+
+def inprocess_cpu_us(seconds: float) -> float:
+    """CPU us per request of the in-process ``score_mapping`` loop (bench/reward_service.py's
+    baseline), by this process's CPU clock."""
+    from rlvr_world.rewards.dispatch import score_mapping
+
+    rows, _ = text_game_rows()
+    for row in rows:
+        score_mapping(row)
+    done, t0 = 0, time.process_time()
+    while time.process_time() - t0 < seconds:
+        for row in rows:
+            score_mapping(row)
+        done += len(rows)
+    return (time.process_time() - t0) / done * 1e6
+
+
 #: Runs the service under cProfile with the main thread's CPU time as its clock (wall time would
 #: count the time other processes hold the cores), writing the stats when the service drains.
 PROFILED = """
@@ -72,8 +99,9 @@ def start(workers: int, profile: str | None) -> tuple[subprocess.Popen[str], str
     raise RuntimeError(f"service did not start (exit {proc.wait()})")
 
 
-def measure(workers: int, batches: int, profile: str | None) -> tuple[float, float, int]:
-    """(main-process CPU us per request, wall seconds, requests) over ``batches`` calls."""
+def measure(workers: int, batches: int, profile: str | None) -> tuple[float, float, float, int]:
+    """(main-process and pool CPU us per request, wall seconds, requests) over ``batches``
+    calls."""
     import grpc
 
     from rlvr_world.client import verl_request
@@ -87,6 +115,7 @@ def measure(workers: int, batches: int, profile: str | None) -> tuple[float, flo
             stub = reward_pb2_grpc.RewardServiceStub(ch)  # type: ignore[no-untyped-call]
             for _ in range(5):  # warm-up: first calls build caches, lazy imports
                 stub.ScoreBatch(batch, timeout=120)
+            pool0 = children_cpu_seconds(proc.pid)
             cpu0, t0 = cpu_seconds(proc.pid), time.perf_counter()
             inflight = deque(stub.ScoreBatch.future(batch, timeout=120) for _ in range(2))
             done = 0
@@ -96,10 +125,11 @@ def measure(workers: int, batches: int, profile: str | None) -> tuple[float, flo
                 if i + 2 < batches:
                     inflight.append(stub.ScoreBatch.future(batch, timeout=120))
             cpu1, t1 = cpu_seconds(proc.pid), time.perf_counter()
+            pool1 = children_cpu_seconds(proc.pid)
     finally:
         proc.send_signal(signal.SIGTERM)
         proc.wait(timeout=60)
-    return (cpu1 - cpu0) / done * 1e6, t1 - t0, done
+    return (cpu1 - cpu0) / done * 1e6, (pool1 - pool0) / done * 1e6, t1 - t0, done
 
 
 def main() -> int:
@@ -109,14 +139,20 @@ def main() -> int:
     parser.add_argument("--repeat", type=int, default=1, help="fresh service per repeat")
     parser.add_argument("--profile", help="run the service under cProfile, write stats here")
     parser.add_argument("--top", type=int, default=30, help="profile lines printed")
+    parser.add_argument("--baseline-s", type=float, default=3.0, help="in-process loop CPU time")
     args = parser.parse_args()
     out = sys.stdout.write
+    base = inprocess_cpu_us(args.baseline_s)
+    out(f"in-process score_mapping loop: {base:7.1f} us CPU/request\n")
     for _ in range(args.repeat):
-        us, wall, n = measure(args.workers, args.batches, args.profile)
+        main_us, pool_us, wall, n = measure(args.workers, args.batches, args.profile)
+        cores = min(args.workers, os.cpu_count() or 1)
         out(
-            f"main-process CPU: {us:7.1f} us/request over {n} requests "
-            f"({wall:.1f}s wall, {n / wall:.0f} req/s; workers={args.workers}"
-            f"{', profiled' if args.profile else ''})\n"
+            f"main-process CPU: {main_us:7.1f} us/request, pool processes {pool_us:7.1f} "
+            f"(over {n} requests, {wall:.1f}s wall, {n / wall:.0f} req/s; "
+            f"workers={args.workers}{', profiled' if args.profile else ''})\n"
+            f"  CPU-bound ratio on {cores} free cores: {cores * base / (main_us + pool_us):.2f}x "
+            f"the in-process loop (pool alone: {args.workers * base / pool_us:.2f}x)\n"
         )
     if args.profile:
         pstats.Stats(args.profile, stream=sys.stdout).sort_stats("tottime").print_stats(args.top)
