@@ -16,6 +16,7 @@ import binascii
 import io
 import json
 import zipfile
+from collections import Counter
 from typing import Any
 
 import numpy as np
@@ -249,8 +250,9 @@ class RewardServing:
 
     async def _score(self, jobs: list[Job]) -> list[RewardResult]:
         results = await self.engine.score(jobs)
-        for job, res in zip(jobs, results, strict=True):
-            self.metrics.requests.labels(job.task, res.status.value, "http").inc()
+        counts = Counter(zip([j.task for j in jobs], [r.status for r in results], strict=True))
+        for (task, status), n in counts.items():
+            self.metrics.requests.labels(task, status.value, "http").inc(n)
         return results
 
     async def score(self, body: ScoreRequestIn) -> ScoreResponseOut:
