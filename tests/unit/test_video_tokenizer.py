@@ -131,7 +131,7 @@ def test_fsq_rejects_bad_levels_indices_and_dims() -> None:
 # FrameTokenizer
 
 
-def test_default_config_is_the_cpu_demo_size() -> None:
+def test_default_config_is_a_small_cpu_size() -> None:
     model = FrameTokenizer()
     assert model.codebook_size == 1000
     assert model.grid == (8, 8)
