@@ -81,7 +81,7 @@ def test_chunks_cover_every_item_once() -> None:
         assert [i for p in parts for i in p] == list(range(n))
         assert all(len(p) <= 64 for p in parts)
     assert len(chunks(8, 2)) == 8  # small batches still spread over the workers
-    assert len(chunks(90, 2, per_worker=1)) == 2  # a busy pool: one chunk per process
+    assert len(chunks(90, 2, per_worker=1)) == 2  # one chunk per process when asked
 
 
 def test_client_address_parsing_and_backoff() -> None:
