@@ -22,7 +22,6 @@ import pstats
 import signal
 import subprocess
 import sys
-import threading
 import time
 from collections import deque
 from pathlib import Path
@@ -30,7 +29,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from bench.reward_service import READY, text_game_rows  # noqa: E402
+from bench.reward_service import start_server, text_game_rows  # noqa: E402
 
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 
@@ -85,18 +84,9 @@ finally:
 
 
 def start(workers: int, profile: str | None) -> tuple[subprocess.Popen[str], str]:
-    run = ["-m", "services.reward"]
-    pre = ["-c", PROFILED.replace("OUT", repr(profile)), "--"] if profile else run
-    cmd = [sys.executable, *pre, "--grpc-port", "0", "--http-port", "0",
-           "--workers", str(workers)]  # fmt: skip
-    proc = subprocess.Popen(cmd, cwd=ROOT, env=os.environ, stderr=subprocess.PIPE, text=True)
-    assert proc.stderr is not None
-    for line in proc.stderr:
-        match = READY.search(line)
-        if match:
-            threading.Thread(target=proc.stderr.read, daemon=True).start()
-            return proc, f"{match[1]}:{match[2]}"
-    raise RuntimeError(f"service did not start (exit {proc.wait()})")
+    entry = ["-c", PROFILED.replace("OUT", repr(profile)), "--"] if profile else None
+    proc, address, _ = start_server(workers, entry)
+    return proc, address
 
 
 def measure(workers: int, batches: int, profile: str | None) -> tuple[float, float, float, int]:

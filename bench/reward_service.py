@@ -70,10 +70,15 @@ def text_game_rows() -> tuple[list[dict[str, Any]], str]:
 READY = re.compile(r"reward service ready: gRPC ([\d.]+):(\d+), HTTP (http://[\d.:]+)")
 
 
-def start_server(workers: int) -> tuple[subprocess.Popen[str], str, str]:
-    """The service in its own process (the load generator must not share its GIL)."""
-    cmd = [sys.executable, "-m", "services.reward", "--grpc-port", "0", "--http-port", "0",
-           "--workers", str(workers)]  # fmt: skip
+def start_server(
+    workers: int, entry: list[str] | None = None
+) -> tuple[subprocess.Popen[str], str, str]:
+    """The service in its own process (the load generator must not share its GIL).
+
+    ``entry``: the interpreter arguments before the service's own (default ``-m services.reward``).
+    """
+    cmd = [sys.executable, *(entry or ["-m", "services.reward"]), "--grpc-port", "0",
+           "--http-port", "0", "--workers", str(workers)]  # fmt: skip
     proc = subprocess.Popen(cmd, cwd=ROOT, env=os.environ, stderr=subprocess.PIPE, text=True)
     assert proc.stderr is not None
     for line in proc.stderr:
