@@ -68,6 +68,29 @@ def clip_length(segment_frames: int) -> int:
     return segment_frames + 2
 
 
+def context_clip_pairs(
+    episodes: Sequence[Any], segment_frames: int, context_range: int, seed: int
+) -> list[tuple[NDArray[np.uint8], NDArray[np.float32]]]:
+    """Multi-step clips whose context frame is drawn at random, as the reference loader does.
+
+    For every segment start ``s`` (the index of ``d1``) that the contiguous clips have, the
+    clip is ``frames[c], frames[s .. s + S]`` with ``c`` uniform in ``[max(0, s - R), s]``
+    (REFERENCE.md 3.4: ``R`` = 15), and the contiguous clip's actions
+    ``actions[s - 1 .. s + S - 1]`` (row 0 is not used by the layout). ``episodes`` are
+    ``data.Episode``s; seeded by ``seed``."""
+    length = clip_length(segment_frames)
+    if isinstance(context_range, bool) or not isinstance(context_range, int) or context_range < 0:
+        raise ValueError(f"context_range: expected an int >= 0, got {context_range!r}")
+    rng = np.random.default_rng(seed)
+    out = []
+    for ep in episodes:
+        for s in range(1, ep.frames.shape[0] - length + 2):
+            c = int(rng.integers(max(0, s - context_range), s + 1))
+            frames = np.concatenate([ep.frames[c : c + 1], ep.frames[s : s + segment_frames + 1]])
+            out.append((frames, ep.actions[s - 1 : s + segment_frames]))
+    return out
+
+
 def multistep_vocab(codebook_size: int, action_bins: int) -> MultiStepVocab:
     """Dynamics and context ranges both of the per-frame tokenizer's codebook size."""
     return MultiStepVocab(

@@ -125,6 +125,16 @@ class VideoRun:
         )
         return train, test
 
+    def clips(self, episodes: Sequence[Any], length: int, seed: int) -> list[Clip]:
+        """Training or evaluation clips: every window, or with ``model.context_range`` the
+        multi-step clips whose context frame is drawn at random (``context_clip_pairs``)."""
+        m = self.cfg.model
+        if m.context_range is None:
+            return clip_pairs(episodes, length)
+        from rlvr_world.video.multistep import context_clip_pairs
+
+        return context_clip_pairs(episodes, m.segment_frames, m.context_range, seed)
+
     # ------------------------------------------------------------ 2. tokenizer
 
     def tokenizer(self, train: Sequence[Any], test: Sequence[Any]) -> Path:
@@ -539,8 +549,8 @@ class VideoRun:
             "vocab_size": self.vocab.size,
             "clip_frames": length,
         }
-        train_clips = clip_pairs(train, length)
-        test_clips = spread(clip_pairs(test, length), c.eval.clips, c.eval.seed)
+        train_clips = self.clips(train, length, c.data.seed)
+        test_clips = spread(self.clips(test, length, c.data.seed + 1), c.eval.clips, c.eval.seed)
         t1 = time.perf_counter()
         train_seqs = self.sequences(train_clips, frame_tokenizer, self.quantizer)
         self._phase("encode", time.perf_counter() - t1, {"clips": len(train_clips)})

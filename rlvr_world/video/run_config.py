@@ -87,6 +87,15 @@ class VideoModelSection(_Section):
         default=4, ge=2, le=64, description="multi-step: dynamics frames S per sequence"
     )
     context_length: int = Field(default=2, ge=1, le=64, description="single-step context frames")
+    context_range: int | None = Field(
+        default=None,
+        ge=0,
+        le=100_000,
+        description=(
+            "multi-step: draw the context frame from [start - this, start] like the reference "
+            "(15); unset: the frame right before the segment"
+        ),
+    )
     hidden: int = Field(default=256, ge=16, le=16384, description="hidden size")
     layers: int = Field(default=4, ge=1, le=128, description="decoder layers")
     heads: int = Field(default=4, ge=1, le=256, description="attention heads")
@@ -97,6 +106,8 @@ class VideoModelSection(_Section):
     def _layout(self) -> Self:
         if self.layout == "single_step" and "segment_frames" in self.model_fields_set:
             raise ValueError("model.segment_frames: only used with model.layout multi_step")
+        if self.layout == "single_step" and self.context_range is not None:
+            raise ValueError("model.context_range: only used with model.layout multi_step")
         if self.layout == "multi_step" and "context_length" in self.model_fields_set:
             raise ValueError(
                 "model.context_length: the multi-step layout has one context frame "

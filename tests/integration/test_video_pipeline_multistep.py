@@ -39,7 +39,7 @@ def test_multistep_video_run_end_to_end_at_toy_size(
     cfg = load_video_config(
         REPO / "configs" / "video" / "smoke_multistep.yaml", {"run.run_dir": str(tmp_path)}
     )
-    assert cfg.model.layout == "multi_step"
+    assert cfg.model.layout == "multi_step" and cfg.model.context_range == 3
     summary = run_video_pipeline(cfg, "smoke_multistep.yaml")
 
     rl = summary["rl"]

@@ -20,10 +20,12 @@ from rlvr_world.orchestrator.items import (
 )
 from rlvr_world.orchestrator.worker import generated_frames
 from rlvr_world.video.actions import ActionQuantizer
+from rlvr_world.video.data import Episode, clips
 from rlvr_world.video.evaluate import EvalConfig
 from rlvr_world.video.layout import IGNORE_INDEX
 from rlvr_world.video.multistep import (
     clip_length,
+    context_clip_pairs,
     encode_multistep_clips,
     multistep_item,
     multistep_vocab,
@@ -191,7 +193,45 @@ def test_config_layout_fields_are_checked_by_name() -> None:
             {"model": {"layout": "multi_step", "segment_frames": 8}, "data": {"steps": 8}}
         ): "data.steps: a clip of model.segment_frames 8 needs 10 frames",
         json.dumps({"model": {"layout": "multistep"}}): "layout",
+        json.dumps(
+            {"model": {"context_range": 15}}
+        ): "model.context_range: only used with model.layout multi_step",
+        json.dumps({"model": {"layout": "multi_step", "context_range": -1}}): "context_range",
     }
     for text, message in bad.items():
         with pytest.raises(ValidationError, match=message):
             VideoPipelineConfig.model_validate(json.loads(text))
+
+
+def _numbered_episode(n_frames: int) -> Episode:
+    """Frame ``i`` is filled with the value ``i``; action ``i`` is ``(i, -i)``."""
+    frames = np.repeat(np.arange(n_frames, dtype=np.uint8), 4 * 4 * 3).reshape(n_frames, 4, 4, 3)
+    actions = np.stack([np.arange(n_frames - 1), -np.arange(n_frames - 1)], axis=1)
+    return Episode(frames, actions.astype(np.float32), "numbered")
+
+
+def test_random_context_clips_keep_the_segments_and_draw_the_context_in_range() -> None:
+    episodes = [_numbered_episode(20), _numbered_episode(12)]
+    contiguous = list(clips(episodes, clip_length(S)))
+    drawn = context_clip_pairs(episodes, S, 15, seed=0)
+    assert len(drawn) == len(contiguous)
+    seen = set()
+    for (frames, actions), clip in zip(drawn, contiguous, strict=True):
+        np.testing.assert_array_equal(frames[1:], clip.frames[1:])  # d1 .. and the actions
+        np.testing.assert_array_equal(actions, clip.actions)
+        start, ctx = int(clip.frames[1, 0, 0, 0]), int(frames[0, 0, 0, 0])
+        assert max(0, start - 15) <= ctx <= start
+        seen.add(start - ctx)
+    assert len(seen) > 3  # really drawn, not always the same offset
+    again = context_clip_pairs(episodes, S, 15, seed=0)
+    assert all(np.array_equal(a[0], b[0]) for a, b in zip(drawn, again, strict=True))
+    other = context_clip_pairs(episodes, S, 15, seed=1)
+    assert any(not np.array_equal(a[0], b[0]) for a, b in zip(drawn, other, strict=True))
+
+
+def test_context_range_zero_takes_d1_as_context_and_bad_ranges_are_refused() -> None:
+    for frames, _ in context_clip_pairs([_numbered_episode(10)], S, 0, seed=0):
+        assert frames[0, 0, 0, 0] == frames[1, 0, 0, 0]
+    for bad in (-1, 1.5, True):
+        with pytest.raises(ValueError, match="context_range"):
+            context_clip_pairs([_numbered_episode(10)], S, bad, seed=0)  # type: ignore[arg-type]
