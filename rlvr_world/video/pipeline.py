@@ -425,33 +425,22 @@ class VideoRun:
 
             self._perceptual = make_perceptual("stlpips", "vgg", device=self.cfg.run.device)
             self._eval_seqs = self.sequences(clips, frame_tokenizer, self.quantizer)
+        common: dict[str, Any] = {
+            "vocab": self.vocab,
+            "quantizer": self.quantizer,
+            "perceptual": self._perceptual,
+            "out_dir": self.run_dir / "eval" / name,
+            "sequences": self._eval_seqs,
+        }
         if self.multi_step:
             from rlvr_world.video.multistep import evaluate_multistep
 
+            segments = self.cfg.model.segment_frames
             report = evaluate_multistep(
-                model,
-                frame_tokenizer,
-                clips,
-                cfg,
-                vocab=self.vocab,
-                quantizer=self.quantizer,
-                segment_frames=self.cfg.model.segment_frames,
-                perceptual=self._perceptual,
-                out_dir=self.run_dir / "eval" / name,
-                sequences=self._eval_seqs,
+                model, frame_tokenizer, clips, cfg, segment_frames=segments, **common
             )
         else:
-            report = evaluate(
-                model,
-                frame_tokenizer,
-                clips,
-                cfg,
-                vocab=self.vocab,
-                quantizer=self.quantizer,
-                perceptual=self._perceptual,
-                out_dir=self.run_dir / "eval" / name,
-                sequences=self._eval_seqs,
-            )
+            report = evaluate(model, frame_tokenizer, clips, cfg, **common)
         self.summary.setdefault("eval", {})[name] = report
         self._phase(f"eval_{name}", time.perf_counter() - t0)
         return report
