@@ -11,7 +11,7 @@
 4. p50/p99 latency of single ``Score`` calls (one web request) over HTTP and gRPC.
 
 Requests come from ``$RLVR_SHARED_DIR/golden`` (else ``examples/score_requests.jsonl``, said so).
-Usage: ``python bench/reward_service.py [--seconds 3] [--rounds 3]``. Other processes on the
+Usage: ``python bench/reward_service.py [--seconds 2] [--rounds 8]``. Other processes on the
 machine skew every number; the ratios are what to compare.
 """
 
@@ -109,35 +109,63 @@ def inprocess_rate(rows: list[dict[str, Any]], seconds: float) -> float:
     return rate(loop, seconds)
 
 
-def grpc_batch_rate(rows: list[dict[str, Any]], workers: int, seconds: float) -> float:
-    """ScoreBatch req/s with two calls always in flight: each answer sends the next call, so the
-    pool never waits on the wire (the trainer's pattern; not two calls, wait for both, repeat)."""
-    import grpc
+class BatchLoad:
+    """A running service (own process, ``workers`` scoring processes) and a gRPC channel to it;
+    ``rate(seconds)`` is ScoreBatch req/s with two calls always in flight: each answer sends the
+    next call, so the pool never waits on the wire (the trainer's pattern; not two calls, wait for
+    both, repeat). Between ``rate`` calls the service is idle (its processes wait on sockets)."""
 
-    from rlvr_world.client import verl_request
-    from rlvr_world.v1 import reward_pb2, reward_pb2_grpc
+    def __init__(self, rows: list[dict[str, Any]], workers: int) -> None:
+        import grpc
 
-    batch = reward_pb2.ScoreBatchRequest(requests=[verl_request(r) for r in rows])
-    proc, address, _ = start_server(workers)
+        from rlvr_world.client import verl_request
+        from rlvr_world.v1 import reward_pb2, reward_pb2_grpc
+
+        self.batch = reward_pb2.ScoreBatchRequest(requests=[verl_request(r) for r in rows])
+        self.proc, address, _ = start_server(workers)
+        self.channel = grpc.insecure_channel(address)
+        self.stub = reward_pb2_grpc.RewardServiceStub(self.channel)  # type: ignore[no-untyped-call]
+
+    def rate(self, seconds: float) -> float:
+        inflight = deque(self.stub.ScoreBatch.future(self.batch, timeout=120) for _ in range(2))
+
+        def next_answer() -> int:
+            answered = len(inflight.popleft().result().responses)
+            inflight.append(self.stub.ScoreBatch.future(self.batch, timeout=120))
+            return answered
+
+        try:
+            return rate(next_answer, seconds)
+        finally:
+            for call in inflight:
+                call.result()
+
+    def close(self) -> None:
+        self.channel.close()
+        self.proc.send_signal(signal.SIGTERM)
+        self.proc.wait(timeout=30)
+
+
+def interleaved_ratios(
+    rows: list[dict[str, Any]], workers: int, pairs: int, seconds: float
+) -> tuple[list[float], list[float], list[float]]:
+    """(ratios, service req/s, in-process req/s): one service stays up while ``pairs`` service
+    slices of ``seconds`` alternate with in-process slices (one more than service slices); each
+    service slice is divided by the mean of the in-process slices right before and after it.
+    CPU speed on a shared VM drifts by tens of percent within a minute, so a baseline measured
+    seconds away from the service is not the service's baseline."""
+    load = BatchLoad(rows, workers)
     try:
-        with grpc.insecure_channel(address) as ch:
-            stub = reward_pb2_grpc.RewardServiceStub(ch)
-
-            inflight = deque(stub.ScoreBatch.future(batch, timeout=120) for _ in range(2))
-
-            def next_answer() -> int:
-                answered = len(inflight.popleft().result().responses)
-                inflight.append(stub.ScoreBatch.future(batch, timeout=120))
-                return answered
-
-            try:
-                return rate(next_answer, seconds)
-            finally:
-                for call in inflight:
-                    call.result()
+        load.rate(seconds)  # warm-up: lazy imports, caches in the pool processes
+        base = [inprocess_rate(rows, seconds)]
+        served = []
+        for _ in range(pairs):
+            served.append(load.rate(seconds))
+            base.append(inprocess_rate(rows, seconds))
     finally:
-        proc.send_signal(signal.SIGTERM)
-        proc.wait(timeout=30)
+        load.close()
+    ratios = [v / ((a + b) / 2) for v, a, b in zip(served, base, base[1:], strict=False)]
+    return ratios, served, base
 
 
 #: GRPO group size of the paper's video runs (configs/video/rt1_paper.yaml): predictions per target.
@@ -228,32 +256,26 @@ def _percentiles(call: Callable[[], object], n: int) -> tuple[float, float]:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--seconds", type=float, default=3.0, help="per measurement")
-    parser.add_argument("--rounds", type=int, default=3, help="text-game rounds (median)")
+    parser.add_argument("--seconds", type=float, default=2.0, help="per measurement (slice)")
+    parser.add_argument(
+        "--rounds",
+        type=int,
+        default=8,
+        help="text-game service slices, each between two "
+        "in-process slices (median of their ratios)",
+    )
     parser.add_argument("--latency-calls", type=int, default=400)
     args = parser.parse_args()
     rows, source = text_game_rows()
     out = sys.stdout.write
     out(f"requests: {len(rows)} text-game rows from {source}; cpu_count={os.cpu_count()}\n")
-    # CPU speed drifts by tens of percent over seconds on a shared VM, so each round measures the
-    # in-process baseline right before and after the two service runs and divides by their mean;
-    # the medians over rounds are the result.
-    ratios: dict[int, list[float]] = {1: [], 2: []}
-    for r in range(1, args.rounds + 1):
-        before = inprocess_rate(rows, args.seconds)
-        rates = {w: grpc_batch_rate(rows, w, args.seconds) for w in (1, 2)}
-        after = inprocess_rate(rows, args.seconds)
-        base = (before + after) / 2
-        out(f"round {r}: in-process loop {before:7.1f} / {after:7.1f} req/s (before / after)")
-        for w, value in rates.items():
-            ratios[w].append(value / base)
-            out(f", {w} process{'es' if w > 1 else ''} {value:7.1f} req/s ({value / base:.2f})")
-        out("\n")
     for w, target in ((1, "0.80"), (2, "1.70")):
+        ratios, served, base = interleaved_ratios(rows, w, args.rounds, args.seconds)
         label = f"gRPC ScoreBatch, {w} process{'es' if w > 1 else ''}"
-        values = ", ".join(f"{v:.2f}" for v in ratios[w])
-        out(f"{label:<30}: ratio {statistics.median(ratios[w]):.2f} median of {values}")
-        out(f" (target >= {target})\n")
+        out(f"{label:<30}: ratio {statistics.median(ratios):.2f} (target >= {target}), median of")
+        out(f" {len(ratios)} slices: {', '.join(f'{v:.2f}' for v in ratios)}\n")
+        out(f"  service {min(served):.0f}-{max(served):.0f} req/s, in-process loop ")
+        out(f"{min(base):.0f}-{max(base):.0f} req/s, interleaved\n")
     for group, what in [(1, "64 distinct targets"), (GROUP, f"GRPO, G={GROUP} per target")]:
         per, micro, batched = perceptual_rates(args.seconds, group)
         out(f"ST-LPIPS vgg 64x64, {what}\n")

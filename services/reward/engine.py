@@ -23,17 +23,36 @@ import math
 import os
 import threading
 import time
-from collections.abc import Sequence
+from collections import Counter
+from collections.abc import Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, NamedTuple
 
 from rlvr_world.rewards.dispatch import TextScoreRequest, score_text
 from rlvr_world.rewards.types import InvalidInput, RewardResult, Status, failed
 from rlvr_world.rewards.video import PERCEPTUAL_METRICS, PerceptualScorer, score_video
 from services.reward.batching import BatchedPerceptual
-from services.reward.convert import Job, RawTextJob, TextJob, VideoJob, rejected
+from services.reward.convert import (
+    Job,
+    RawTextJob,
+    TextJob,
+    VideoJob,
+    job_from_proto,
+    rejected,
+    result_to_proto,
+)
 from services.reward.metrics import RewardMetrics
 from services.reward.pool import ProcessDied, ScoringPool
+from services.reward.rawbatch import (
+    Entry,
+    RawAnswer,
+    RawChunk,
+    chunk_bytes,
+    encode_entry,
+    parse_entry,
+    score_raw_chunk,
+)
 from services.reward.settings import RewardSettings
 
 log = logging.getLogger(__name__)
@@ -99,6 +118,51 @@ def score_text_chunk(rows: Sequence[TextRow]) -> list[RewardResult]:
     return out
 
 
+def run_chunk(work: RawChunk | Sequence[TextRow]) -> RawAnswer | list[RewardResult]:
+    """The pool's function: a ``ScoreBatch`` chunk as wire bytes, or rows of text jobs."""
+    if isinstance(work, RawChunk):
+        return score_raw_chunk(work)
+    return score_text_chunk(work)
+
+
+@dataclass
+class RawOutcome:
+    """``RewardEngine.score_raw``'s answer: the encoded ``ScoreBatchResponse``, the requests per
+    (task, status), or the batch's first invalid request (index, message) when there is one."""
+
+    reply: bytes
+    counts: Counter[tuple[str, str]]
+    rejected: tuple[int, str] | None = None
+
+
+class _Unscored(NamedTuple):
+    """Encoded answers to a chunk that was not scored, with their counts and rejections."""
+
+    reply: bytes
+    counts: Counter[tuple[str, str]]
+    rejections: list[tuple[int, str]]
+
+
+def _answer_unscored(
+    data: bytes, entries: list[Entry], part: range, result: RewardResult
+) -> _Unscored:
+    """``result`` for each request of a chunk that was not scored (deadline, dead process), after
+    the checks the event loop made before they moved to the pool (task, frames)."""
+    out: list[bytes] = []
+    counts: Counter[tuple[str, str]] = Counter()
+    rejections: list[tuple[int, str]] = []
+    for i in part:
+        try:
+            req = parse_entry(data, entries[i])
+            task = job_from_proto(req).task
+        except InvalidInput as exc:
+            rejections.append((i, str(exc)))
+            continue
+        counts[task, result.status.value] += 1
+        out.append(encode_entry(result_to_proto(req.request_id, result)))
+    return _Unscored(b"".join(out), counts, rejections)
+
+
 def chunks(n: int, workers: int, per_worker: int = 4) -> list[range]:
     """Split ``n`` items into about ``per_worker`` chunks per worker, each at most ``MAX_CHUNK``
     long. Four, even when the pool is already busy, although each chunk costs the event loop a
@@ -130,7 +194,7 @@ class RewardEngine:
     async def start(self) -> None:
         """Start the pool and wait until every process answers; build preloaded scorers."""
         self._pool = ScoringPool(
-            self.settings.workers, score_text_chunk, _worker_init, on_change=self._track
+            self.settings.workers, run_chunk, _worker_init, on_change=self._track
         )
         loop = asyncio.get_running_loop()
         t0 = time.perf_counter()
@@ -207,10 +271,10 @@ class RewardEngine:
 
     # ------------------------------------------------------------ scoring
 
-    def _submit_text(self, rows: list[TextRow]) -> asyncio.Future[list[RewardResult]]:
+    def _submit(self, work: RawChunk | list[TextRow], size: int) -> asyncio.Future[Any]:
         if self._pool is None:
             raise RuntimeError("engine not started")
-        return self._pool.submit(rows)
+        return self._pool.submit(work, size)
 
     def _track(self, busy: int, outstanding: int) -> None:
         if (busy, outstanding) == self._tracked:
@@ -220,16 +284,36 @@ class RewardEngine:
         self.metrics.pool_busy.set(busy)
         self.metrics.pool_utilisation.set(busy / self.settings.workers)
 
+    def _timeout(self, timeout_s: float | None) -> float:
+        """The call's deadline in seconds: the caller's or ``settings.deadline_s``, the shorter."""
+        if timeout_s is None:
+            return self.settings.deadline_s
+        return max(min(timeout_s, self.settings.deadline_s), 0.0)
+
+    @staticmethod
+    async def _wait(futures: Iterable[asyncio.Future[Any]], timeout: float) -> set[Any]:
+        """Wait up to ``timeout`` s; the futures whose result reached this loop before the
+        deadline (one that came in the same loop iteration as the deadline, or later, is late: a
+        fast pool can answer before the loop looks). The others are cancelled."""
+        waiting = list(futures)
+        if not waiting:
+            return set()
+        loop = asyncio.get_running_loop()
+        finished: dict[asyncio.Future[Any], float] = {}
+        for fut in waiting:
+            fut.add_done_callback(lambda f: finished.setdefault(f, loop.time()))
+        deadline = loop.time() + timeout
+        done, pending = await asyncio.wait(waiting, timeout=timeout)
+        for fut in pending:
+            fut.cancel()
+        return {fut for fut in done if finished.get(fut, math.inf) < deadline}
+
     async def score(
         self, jobs: Sequence[Job], timeout_s: float | None = None
     ) -> list[RewardResult]:
         """Score jobs within the deadline; results in request order. A ``RawTextJob`` that fails
         its checks in the pool gets ``Rejected`` (unless its deadline passes first: ``timeout``)."""
-        timeout = (
-            self.settings.deadline_s
-            if timeout_s is None
-            else min(timeout_s, self.settings.deadline_s)
-        )
+        timeout = self._timeout(timeout_s)
         loop = asyncio.get_running_loop()
         results: list[RewardResult | None] = [None] * len(jobs)
         waiting: dict[asyncio.Future[Any], list[int]] = {}
@@ -245,29 +329,81 @@ class RewardEngine:
                 text_idx.append(i)
                 rows.append(text_row(job))
         for part in chunks(len(text_idx), self.settings.workers):
-            waiting[self._submit_text(rows[part.start : part.stop])] = text_idx[
+            waiting[self._submit(rows[part.start : part.stop], len(part))] = text_idx[
                 part.start : part.stop
             ]
-        # When each future's result reached this loop: one that came in the same loop iteration
-        # as the deadline, or later, is a timeout (a fast pool can answer before the loop looks).
-        finished: dict[asyncio.Future[Any], float] = {}
-        for fut in waiting:
-            fut.add_done_callback(lambda f: finished.setdefault(f, loop.time()))
         t0 = time.perf_counter()
-        deadline = loop.time() + max(timeout, 0.0)
-        done, pending = (
-            await asyncio.wait(waiting, timeout=max(timeout, 0.0)) if waiting else (set(), set())
-        )
-        for fut in done:
-            if finished.get(fut, math.inf) < deadline:
-                self._collect(fut, waiting[fut], results)
-        for fut in pending:
-            fut.cancel()
-        elapsed = time.perf_counter() - t0
+        for fut in await self._wait(waiting, timeout):
+            self._collect(fut, waiting[fut], results)
         if text_idx:
-            self.metrics.score_seconds.labels("text").observe(elapsed)
+            self.metrics.score_seconds.labels("text").observe(time.perf_counter() - t0)
         msg = f"not scored within the {timeout:.3g}s deadline"
         return [r if r is not None else failed(Status.TIMEOUT, msg) for r in results]
+
+    async def score_raw(
+        self, data: bytes, entries: list[Entry], timeout_s: float | None = None
+    ) -> RawOutcome:
+        """Score a serialized ``ScoreBatchRequest`` (``entries`` from ``rawbatch.split_requests``)
+        into a serialized ``ScoreBatchResponse``, without parsing its text requests here.
+
+        Chunks of entries go to the pool as bytes; video requests come back unscored and are
+        parsed and scored here (threads, micro-batched) in the time left. A chunk not answered by
+        the deadline, or whose process died, is parsed here to answer each request ``timeout`` /
+        ``error`` with its id (and to refuse the call if one is invalid, as ``score`` would)."""
+        timeout = self._timeout(timeout_s)
+        t0 = time.perf_counter()
+        parts = {
+            self._submit(RawChunk(p.start, chunk_bytes(data, entries[p.start : p.stop])), len(p)): p
+            for p in chunks(len(entries), self.settings.workers)
+        }
+        in_time = await self._wait(parts, timeout)
+        self.metrics.score_seconds.labels("text").observe(time.perf_counter() - t0)
+        counts: Counter[tuple[str, str]] = Counter()
+        rejections: list[tuple[int, str]] = []
+        slots: list[bytes | None] = []  # per chunk, joined; or per request where video is
+        video: dict[int, int] = {}  # request index -> its slot
+        for fut, part in parts.items():
+            answer: RawAnswer | RewardResult
+            if fut not in in_time:
+                answer = failed(Status.TIMEOUT, f"not scored within the {timeout:.3g}s deadline")
+            else:
+                try:
+                    answer = fut.result()
+                except Exception as exc:  # ProcessDied, or a bug in the chunk function
+                    log.error("scoring a chunk failed: %s", exc)
+                    answer = failed(Status.ERROR, str(exc))
+            if isinstance(answer, RewardResult):  # not scored: every request gets ``answer``
+                answered = _answer_unscored(data, entries, part, answer)
+                slots.append(answered.reply)
+                counts.update(answered.counts)
+                rejections.extend(answered.rejections)
+            elif isinstance(answer.entries, bytes):
+                counts.update(answer.counts)
+                slots.append(answer.entries)
+            else:
+                counts.update(answer.counts)
+                for i, entry in enumerate(answer.entries, part.start):
+                    if entry is None:
+                        video[i] = len(slots)
+                    slots.append(entry)
+            if isinstance(answer, RawAnswer) and answer.rejected is not None:
+                rejections.append(answer.rejected)
+        if video:  # checked even when the call is refused: an invalid one may come first
+            jobs: list[Job] = []
+            for i in video:
+                try:
+                    jobs.append(job_from_proto(parse_entry(data, entries[i])))
+                except InvalidInput as exc:
+                    rejections.append((i, str(exc)))
+            if not rejections:
+                left = timeout - (time.perf_counter() - t0)
+                for (i, slot), res in zip(video.items(), await self.score(jobs, left), strict=True):
+                    counts["video", res.status.value] += 1
+                    req_id = parse_entry(data, entries[i]).request_id
+                    slots[slot] = encode_entry(result_to_proto(req_id, res))
+        if rejections:
+            return RawOutcome(b"", counts, min(rejections))
+        return RawOutcome(b"".join(s for s in slots if s is not None), counts)
 
     def _collect(
         self, fut: asyncio.Future[Any], idx: list[int], results: list[RewardResult | None]

@@ -30,17 +30,10 @@ from grpc_health.v1 import health
 from rlvr_world import grpc_common
 from rlvr_world.rewards.types import InvalidInput, RewardResult, Status, failed
 from rlvr_world.v1 import reward_pb2, reward_pb2_grpc
-from services.reward.convert import (
-    Job,
-    RawTextJob,
-    Rejected,
-    add_response,
-    job_from_proto,
-    rejection,
-    result_to_proto,
-)
+from services.reward.convert import Job, Rejected, job_from_proto, result_to_proto
 from services.reward.engine import RewardEngine
 from services.reward.metrics import RewardMetrics
+from services.reward.rawbatch import split_requests
 from services.reward.settings import RewardSettings
 
 log = logging.getLogger(__name__)
@@ -95,13 +88,17 @@ class RewardServicer(reward_pb2_grpc.RewardServiceServicer):
             return result_to_proto(request.request_id, results[0])
 
     async def ScoreBatch(  # noqa: N802 (gRPC method name)
-        self, request: reward_pb2.ScoreBatchRequest, context: grpc.aio.ServicerContext
-    ) -> reward_pb2.ScoreBatchResponse:
-        """Refuses the whole call at its first invalid request, in request order, whether that
-        was found here or (text extra_info and options) by the pool."""
+        self, request: bytes, context: grpc.aio.ServicerContext
+    ) -> bytes:
+        """Serialized ``ScoreBatchRequest`` in, serialized ``ScoreBatchResponse`` out: the text
+        requests are parsed, checked and encoded by the pool (``services.reward.rawbatch``).
+        Refuses the whole call at its first invalid request, in request order."""
         with self._call("ScoreBatch"):
-            requests = request.requests
-            n = len(requests)
+            try:
+                entries = split_requests(request)
+            except InvalidInput as exc:
+                await self._reject(context, "invalid_input", str(exc))
+            n = len(entries)
             if n == 0:
                 await self._reject(
                     context, "empty_batch", "requests: empty batch; send at least one"
@@ -112,23 +109,14 @@ class RewardServicer(reward_pb2_grpc.RewardServiceServicer):
                     "batch_too_large",
                     f"requests: {n} requests exceed max_batch={self.settings.max_batch}",
                 )
-            jobs: list[Job] = []
-            for i, req in enumerate(requests):
-                try:
-                    jobs.append(job_from_proto(req))
-                except InvalidInput as exc:
-                    # an earlier text request may be invalid too: its message comes first
-                    at, msg = _first_invalid_text(jobs) or (i, str(exc))
-                    await self._reject(context, "invalid_input", f"requests[{at}].{msg}")
             self.metrics.batch_size.labels("grpc").observe(n)
-            results = await self.engine.score(jobs, context.time_remaining())
-            if (bad := rejection(results)) is not None:
-                await self._reject(context, "invalid_input", f"requests[{bad[0]}].{bad[1]}")
-            self._count(jobs, results)
-            out = reward_pb2.ScoreBatchResponse()
-            for req, res in zip(requests, results, strict=True):
-                add_response(out, req.request_id, res)
-            return out
+            outcome = await self.engine.score_raw(request, entries, context.time_remaining())
+            if outcome.rejected is not None:
+                at, msg = outcome.rejected
+                await self._reject(context, "invalid_input", f"requests[{at}].{msg}")
+            for (task, status), count in outcome.counts.items():
+                self.metrics.requests.labels(task, status, "grpc").inc(count)
+            return outcome.reply
 
     async def _score_streamed(self, req: reward_pb2.ScoreRequest) -> reward_pb2.ScoreResponse:
         t0 = time.perf_counter()
@@ -180,18 +168,6 @@ class RewardServicer(reward_pb2_grpc.RewardServiceServicer):
                 await reader
             finally:
                 reader.cancel()
-
-
-def _first_invalid_text(jobs: list[Job]) -> tuple[int, str] | None:
-    """(index, message) of the first text job that fails its deferred checks, checked here (only
-    on the way to refusing a batch anyway, so the message names the first bad request)."""
-    for i, job in enumerate(jobs):
-        if isinstance(job, RawTextJob):
-            try:
-                job.checked()
-            except InvalidInput as exc:
-                return i, str(exc)
-    return None
 
 
 # ---------------------------------------------------------------- auth
@@ -246,6 +222,27 @@ class BearerAuthInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
 # ---------------------------------------------------------------- server
 
 
+def add_servicer(servicer: RewardServicer, server: grpc.aio.Server) -> None:
+    """``reward_pb2_grpc.add_RewardServiceServicer_to_server``, except that ``ScoreBatch`` takes
+    and returns serialized bytes (``services.reward.rawbatch``); the wire format is unchanged."""
+    score_req, score_resp = reward_pb2.ScoreRequest, reward_pb2.ScoreResponse
+    handlers = {
+        "Score": grpc.unary_unary_rpc_method_handler(
+            servicer.Score,
+            request_deserializer=score_req.FromString,
+            response_serializer=score_resp.SerializeToString,
+        ),
+        "ScoreBatch": grpc.unary_unary_rpc_method_handler(servicer.ScoreBatch),
+        "ScoreStream": grpc.stream_stream_rpc_method_handler(
+            servicer.ScoreStream,
+            request_deserializer=score_req.FromString,
+            response_serializer=score_resp.SerializeToString,
+        ),
+    }
+    server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(SERVICE_NAME, handlers),))
+    server.add_registered_method_handlers(SERVICE_NAME, handlers)
+
+
 def create_server(
     settings: RewardSettings, engine: RewardEngine, metrics: RewardMetrics
 ) -> tuple[grpc.aio.Server, int, health.aio.HealthServicer]:
@@ -253,9 +250,7 @@ def create_server(
     token = settings.token()
     interceptors = [BearerAuthInterceptor(token, metrics)] if token else []
     server = grpc_common.new_server(settings.max_payload_bytes, interceptors)
-    reward_pb2_grpc.add_RewardServiceServicer_to_server(  # type: ignore[no-untyped-call]
-        RewardServicer(engine, metrics, settings), server
-    )
+    add_servicer(RewardServicer(engine, metrics, settings), server)
     health_servicer = grpc_common.add_health_and_reflection(server, SERVICE_NAME)
     port = grpc_common.bind(
         server, settings.host, settings.grpc_port, settings.tls_cert, settings.tls_key

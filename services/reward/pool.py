@@ -43,8 +43,8 @@ RESPAWN_PAUSE_S = 1.0
 _HEADER = struct.Struct("!I")
 _READY = -1
 _RECV_BYTES = 1 << 20
-#: One chunk's function, module level (it is pickled by name into the processes): rows -> results.
-ChunkFn = Callable[[Any], list[Any]]
+#: One chunk's function, module level (it is pickled by name into the processes): work -> answer.
+ChunkFn = Callable[[Any], Any]
 
 
 class ProcessDied(RuntimeError):
@@ -79,7 +79,8 @@ def _worker_main(sock: socket.socket, fn: ChunkFn, init: Callable[[], None] | No
 class _Chunk:
     id: int
     rows: Any
-    future: asyncio.Future[list[Any]]
+    future: asyncio.Future[Any]
+    size: int
 
 
 @dataclass
@@ -187,11 +188,14 @@ class ScoringPool:
 
     # ------------------------------------------------------------ work
 
-    def submit(self, rows: Any) -> asyncio.Future[list[Any]]:
-        """Queue one chunk; its future gets ``fn(rows)``, or ``ProcessDied``."""
+    def submit(self, rows: Any, size: int | None = None) -> asyncio.Future[Any]:
+        """Queue one chunk of ``size`` requests (default ``len(rows)``); its future gets
+        ``fn(rows)``, or ``ProcessDied``."""
         if self._loop is None or self._closed:
             raise RuntimeError("scoring pool not running")
-        chunk = _Chunk(self._next_id, rows, self._loop.create_future())
+        chunk = _Chunk(
+            self._next_id, rows, self._loop.create_future(), len(rows) if size is None else size
+        )
         self._next_id += 1
         self._backlog.append(chunk)
         self._dispatch()
@@ -311,7 +315,7 @@ def _hungry(worker: _Worker) -> bool:
     held = len(worker.held)
     if held < DEPTH:
         return True
-    return held < MAX_HELD and sum(len(c.rows) for c in worker.held.values()) < FEED_ROWS
+    return held < MAX_HELD and sum(c.size for c in worker.held.values()) < FEED_ROWS
 
 
 def _in_loop(loop: asyncio.AbstractEventLoop) -> bool:

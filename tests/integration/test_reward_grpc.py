@@ -148,6 +148,39 @@ def test_batch_keeps_order_and_ids(stub: Any) -> None:
     assert resp.responses[-1].metrics["l1"] > 0
 
 
+def test_batch_places_video_answers_between_text_ones(stub: Any) -> None:
+    """Text requests are scored and encoded by the pool, video ones by the service process; the
+    reply interleaves them in request order, each as its own ``Score`` call answers it."""
+    rows = example_rows("web_agent")
+    reqs = []
+    for i in range(6):
+        if i % 2:
+            pred, target = video_pair(t=1, size=16, seed=i)
+            reqs.append(frames_request(pred, target, weights={"l1": 1.0}, request_id=f"v{i}"))
+        else:
+            reqs.append(verl_request(rows[i % len(rows)], f"t{i}"))
+    resp = stub.ScoreBatch(reward_pb2.ScoreBatchRequest(requests=reqs), timeout=60)
+    assert [r.request_id for r in resp.responses] == [r.request_id for r in reqs]
+    for req, out in zip(reqs, resp.responses, strict=True):
+        assert out == stub.Score(req, timeout=60)
+
+
+def test_malformed_batch_bytes_are_invalid_argument(stub: Any, svc: ServiceThread) -> None:
+    """Bytes that are not a ScoreBatchRequest: refused with the reason, nothing scored."""
+    with grpc.insecure_channel(svc.grpc_address) as channel:
+        raw = channel.unary_unary("/rlvr_world.v1.RewardService/ScoreBatch")
+        for data, expected in [
+            (b"\x0a\x05abc", "requests: malformed ScoreBatchRequest (field 1 runs past the end)"),
+            (b"\x0a\x02\x12\x05", "requests[0].malformed ScoreRequest"),
+        ]:
+            with pytest.raises(grpc.RpcError) as err:
+                raw(data, timeout=10)
+            assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+            assert err.value.details().startswith(expected)
+    assert_serving(svc.grpc_address)
+    assert stub.ScoreBatch(reward_pb2.ScoreBatchRequest(requests=[_good_text()]), timeout=30)
+
+
 def test_stream_answers_every_request_by_id(stub: Any) -> None:
     rows = example_rows("web_agent")
     reqs = [verl_request(rows[i % len(rows)], f"s{i}") for i in range(24)]
@@ -310,6 +343,21 @@ def test_deadline_gives_status_timeout_not_zero(locked: ServiceThread) -> None:
         result = client.score_verl(row)
     assert result.status is Status.TIMEOUT
     assert "deadline" in result.message
+
+
+def test_batch_deadline_answers_each_request_timeout_with_its_id(locked: ServiceThread) -> None:
+    rows = example_rows("web_agent")
+    reqs = [verl_request(rows[i % len(rows)], f"d{i}") for i in range(5)]
+    with grpc.insecure_channel(locked.grpc_address) as channel:
+        stub = reward_pb2_grpc.RewardServiceStub(channel)
+        resp = stub.ScoreBatch(
+            reward_pb2.ScoreBatchRequest(requests=reqs),
+            timeout=30,
+            metadata=(("authorization", f"Bearer {TOKEN}"),),
+        )
+    assert [r.request_id for r in resp.responses] == [f"d{i}" for i in range(5)]
+    assert {r.status for r in resp.responses} == {common_pb2.REWARD_STATUS_TIMEOUT}
+    assert all("deadline" in r.message for r in resp.responses)
 
 
 # ------------------------------------------------------------------ client SDK
