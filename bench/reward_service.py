@@ -3,7 +3,8 @@
 1. gRPC ``ScoreBatch`` throughput on golden text-game requests, service (``python -m
    services.reward``, its own process) with 1 scoring process, vs the in-process
    ``score_mapping`` loop (target: within 20%, ratio >= 0.8).
-2. The same with a pool of 2 processes (target: >= 1.7x the in-process loop; needs 2 free cores).
+2. The same with a pool of 2 processes (target: >= 1.7x the in-process loop; needs 2 free cores),
+   and two in-process loops side by side in two processes: the ceiling on this machine.
 3. ST-LPIPS (VGG) at 64x64: pairs/s through the service's micro-batcher (64 concurrent callers,
    one pair each) and one batched call, vs one call per pair (target >= 3x); once with 64
    distinct targets, once GRPO-shaped (G=16 predictions per target, whose backbone features a
@@ -168,6 +169,32 @@ def interleaved_ratios(
     return ratios, served, base
 
 
+def _loop_in_child(rows: list[dict[str, Any]], seconds: float, out: Any) -> None:
+    out.put(inprocess_rate(rows, seconds))
+
+
+def side_by_side_ratio(rows: list[dict[str, Any]], seconds: float) -> float:
+    """Two in-process loops in two processes at once, req/s summed, over one loop alone (measured
+    before and after): the most any 2-process service can reach on this machine, with nothing else
+    running (no client, no main process)."""
+    from multiprocessing import get_context
+
+    ctx = get_context("spawn")
+    queue = ctx.Queue()
+
+    def run(n: int) -> float:
+        procs = [ctx.Process(target=_loop_in_child, args=(rows, seconds, queue)) for _ in range(n)]
+        for proc in procs:
+            proc.start()
+        total = sum(queue.get(timeout=seconds + 120) for _ in procs)
+        for proc in procs:
+            proc.join()
+        return float(total)
+
+    one_before, two, one_after = run(1), run(2), run(1)
+    return two / ((one_before + one_after) / 2)
+
+
 #: GRPO group size of the paper's video runs (configs/video/rt1_paper.yaml): predictions per target.
 GROUP = 16
 
@@ -276,6 +303,8 @@ def main() -> int:
         out(f" {len(ratios)} slices: {', '.join(f'{v:.2f}' for v in ratios)}\n")
         out(f"  service {min(served):.0f}-{max(served):.0f} req/s, in-process loop ")
         out(f"{min(base):.0f}-{max(base):.0f} req/s, interleaved\n")
+    ceiling = side_by_side_ratio(rows, args.seconds)
+    out(f"two in-process loops side by side: {ceiling:.2f}x one (a 2-process service's ceiling)\n")
     for group, what in [(1, "64 distinct targets"), (GROUP, f"GRPO, G={GROUP} per target")]:
         per, micro, batched = perceptual_rates(args.seconds, group)
         out(f"ST-LPIPS vgg 64x64, {what}\n")
