@@ -6,7 +6,8 @@ starts with the offending field (``frames.shape: ...``), so the gRPC layer answe
 ``INVALID_ARGUMENT`` and the HTTP layer 422 with the same text. Scorers are never called with a
 malformed request. One deferral: a gRPC text request's ``extra_info_json`` and options are parsed
 and validated in the scoring process (``RawTextJob.checked``), which answers ``Rejected`` for a bad
-one; the gRPC layer maps that back to the same ``INVALID_ARGUMENT`` and message.
+one; the gRPC layer maps that back to the same ``INVALID_ARGUMENT`` and message. ``ScoreBatch``
+requests are checked by the same functions, in the scoring process (``services.reward.rawbatch``).
 
 Frames: raw little-endian C-order bytes + shape + dtype (``common.proto`` ``Tensor``), either
 ``(T, H, W, C)`` or ``(H, W, C)`` with C in {1, 3}. Float dtypes hold values in [0, 1] (predictions
@@ -18,7 +19,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
@@ -92,19 +93,12 @@ class Rejected(RewardResult):
     """A deferred check (``RawTextJob.checked``) failed in the scoring process.
 
     Status ``invalid_input`` and the ``InvalidInput`` message: ``ScoreStream`` sends it as it is,
-    ``Score`` and ``ScoreBatch`` turn it back into ``INVALID_ARGUMENT`` (``rejection``)."""
+    ``Score`` turns it back into ``INVALID_ARGUMENT``. (``ScoreBatch`` is checked in the scoring
+    process too, through ``services.reward.rawbatch``, which reports the first bad request.)"""
 
 
 def rejected(message: str) -> Rejected:
     return Rejected(reward=0.0, status=Status.INVALID_INPUT, metrics={}, message=message)
-
-
-def rejection(results: Sequence[RewardResult]) -> tuple[int, str] | None:
-    """(index, message) of the first ``Rejected`` result, or None."""
-    for i, res in enumerate(results):
-        if isinstance(res, Rejected):
-            return i, res.message
-    return None
 
 
 @dataclass(frozen=True)
@@ -329,17 +323,6 @@ def result_to_proto(request_id: str, result: RewardResult) -> reward_pb2.ScoreRe
         reward=result.reward,
         status=STATUS_TO_PROTO[result.status],  # type: ignore[arg-type]
         metrics=result.metrics,  # upb converts each value as float() does
-        message=result.message,
-    )
-
-
-def add_response(out: reward_pb2.ScoreBatchResponse, request_id: str, result: RewardResult) -> None:
-    """Append ``result`` to a batch response in place (no copy of a separate message)."""
-    out.responses.add(
-        request_id=request_id,
-        reward=result.reward,
-        status=STATUS_TO_PROTO[result.status],
-        metrics=result.metrics,
         message=result.message,
     )
 

@@ -4,9 +4,11 @@ standard health service, server reflection, bearer-token auth and optional TLS.
 ``create_server(settings, engine, metrics)`` builds and binds a ``grpc.aio`` server and returns it
 with the bound port (port 0 picks a free one), so tests and ``services.reward.server`` control its
 lifetime. Bad requests are refused with ``INVALID_ARGUMENT`` and a message naming the field
-(``requests[3].frames.shape: ...``); a text request's ``extra_info_json`` and options are checked
-by the scoring process (``convert.RawTextJob``), whose ``convert.Rejected`` is refused the same way
-(one whose deadline passes before it is checked gets status ``timeout``). Oversized messages get
+(``requests[3].frames.shape: ...``). ``ScoreBatch`` is served on its wire bytes: the pool parses,
+checks, scores and encodes its text requests (``services.reward.rawbatch``). For ``Score`` and
+``ScoreStream`` a text request's ``extra_info_json`` and options are checked by the scoring process
+(``convert.RawTextJob``), whose ``convert.Rejected`` is refused the same way (one whose deadline
+passes before it is checked gets status ``timeout``). Oversized messages get
 ``RESOURCE_EXHAUSTED`` from gRPC itself.
 ScoreStream is pipelined: up to ``STREAM_WINDOW`` requests per stream are scored concurrently and
 answered as they finish (match them by ``request_id``); a malformed message on a stream gets a

@@ -131,5 +131,3 @@ def test_pool_side_checks_answer_rejected_without_failing_neighbours() -> None:
     assert out[0] == out[2] == expected
     assert isinstance(out[1], convert.Rejected)
     assert (out[1].status, out[1].message) == (Status.INVALID_INPUT, str(err.value))
-    assert convert.rejection(out) == (1, str(err.value))
-    assert convert.rejection([expected]) is None
