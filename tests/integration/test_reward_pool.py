@@ -11,6 +11,7 @@ from collections.abc import Sequence
 import pytest
 
 from rlvr_world.rewards.types import Status
+from rlvr_world.v1 import common_pb2
 from services.reward.convert import text_job
 from services.reward.engine import RewardEngine
 from services.reward.metrics import RewardMetrics
@@ -142,5 +143,47 @@ def test_start_fails_when_a_process_cannot_start() -> None:
         with pytest.raises(RuntimeError, match=r"exit code 7.*while starting"):
             await asyncio.wait_for(pool.start(), 60)
         assert all(not w.proc.is_alive() for w in pool._procs)
+
+    asyncio.run(run())
+
+
+def test_wire_batch_answers_error_for_a_dead_process_and_the_next_call_is_scored() -> None:
+    """``ScoreBatch``'s wire-bytes path: the chunks a killed process held come back ``error`` with
+    their request ids, in order; the rest are scored by the replacement process."""
+    from rlvr_world.client import verl_request
+    from rlvr_world.v1 import reward_pb2
+    from services.reward.rawbatch import split_requests
+
+    diff = "New items:\n[214] link 'View order'\n\nDeleted items:\n[88] button 'Place Order'"
+    row = {"data_source": "web_agent", "solution_str": diff, "ground_truth": diff}
+    data = reward_pb2.ScoreBatchRequest(
+        requests=[verl_request(row, f"r{i}") for i in range(256)]
+    ).SerializeToString()
+    settings = RewardSettings(grpc_port=0, http_port=0, workers=1)
+
+    async def run() -> None:
+        engine = RewardEngine(settings, RewardMetrics())
+        await engine.start()
+        try:
+            assert engine._pool is not None
+            victim = engine._pool._procs[0].proc
+            call = asyncio.create_task(engine.score_raw(data, split_requests(data), 60))
+            await asyncio.sleep(0)  # the call has written its first chunks to the process
+            victim.kill()
+            outcome = await call
+            assert outcome.rejected is None
+            out = reward_pb2.ScoreBatchResponse.FromString(outcome.reply).responses
+            assert [r.request_id for r in out] == [f"r{i}" for i in range(256)]
+            died = [r for r in out if r.status == common_pb2.REWARD_STATUS_ERROR]
+            assert died, "the killed process's chunks should be answered error"
+            assert all("scoring process died" in r.message for r in died)
+            assert sum(outcome.counts.values()) == 256
+            again = await engine.score_raw(data, split_requests(data), 60)
+            statuses = {
+                r.status for r in reward_pb2.ScoreBatchResponse.FromString(again.reply).responses
+            }
+            assert statuses == {common_pb2.REWARD_STATUS_OK}
+        finally:
+            engine.close()
 
     asyncio.run(run())
