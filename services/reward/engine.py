@@ -26,12 +26,13 @@ import time
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
-from typing import Any, NamedTuple
+from dataclasses import dataclass, field
+from typing import Any
 
 from rlvr_world.rewards.dispatch import TextScoreRequest, score_text
 from rlvr_world.rewards.types import InvalidInput, RewardResult, Status, failed
 from rlvr_world.rewards.video import PERCEPTUAL_METRICS, PerceptualScorer, score_video
+from rlvr_world.v1 import common_pb2
 from services.reward.batching import BatchedPerceptual
 from services.reward.convert import (
     Job,
@@ -51,6 +52,7 @@ from services.reward.rawbatch import (
     chunk_bytes,
     encode_entry,
     parse_entry,
+    peek_task,
     score_raw_chunk,
 )
 from services.reward.settings import RewardSettings
@@ -135,32 +137,63 @@ class RawOutcome:
     rejected: tuple[int, str] | None = None
 
 
-class _Unscored(NamedTuple):
-    """Encoded answers to a chunk that was not scored, with their counts and rejections."""
+@dataclass
+class _VideoCall:
+    """Video requests of a ``ScoreBatch`` (request indices and ids) being scored by ``task``, or
+    those that failed their checks (then none is scored)."""
 
-    reply: bytes
-    counts: Counter[tuple[str, str]]
+    index: list[int]
+    ids: list[str]
     rejections: list[tuple[int, str]]
+    task: asyncio.Future[list[RewardResult]] | None = None
+
+    async def results(self) -> list[RewardResult]:
+        return [] if self.task is None else await self.task
+
+    def cancel(self) -> None:
+        if self.task is not None:
+            self.task.cancel()
 
 
-def _answer_unscored(
-    data: bytes, entries: list[Entry], part: range, result: RewardResult
-) -> _Unscored:
-    """``result`` for each request of a chunk that was not scored (deadline, dead process), after
-    the checks the event loop made before they moved to the pool (task, frames)."""
-    out: list[bytes] = []
-    counts: Counter[tuple[str, str]] = Counter()
-    rejections: list[tuple[int, str]] = []
-    for i in part:
-        try:
-            req = parse_entry(data, entries[i])
-            task = job_from_proto(req).task
-        except InvalidInput as exc:
-            rejections.append((i, str(exc)))
-            continue
-        counts[task, result.status.value] += 1
-        out.append(encode_entry(result_to_proto(req.request_id, result)))
-    return _Unscored(b"".join(out), counts, rejections)
+@dataclass
+class _Gathered:
+    """What the pool answered for a ``ScoreBatch``: encoded entries as (request index, bytes) in
+    any order, counts per (task, status), invalid requests (index, message), and the video
+    requests it handed back."""
+
+    data: bytes
+    entries: list[Entry]
+    pieces: list[tuple[int, bytes]] = field(default_factory=list)
+    counts: Counter[tuple[str, str]] = field(default_factory=Counter)
+    rejections: list[tuple[int, str]] = field(default_factory=list)
+    late: list[int] = field(default_factory=list)
+
+    def add(self, idx: list[int], answer: RawAnswer) -> None:
+        """A chunk's answer; ``idx``: the request index of each of its requests."""
+        self.counts.update(answer.counts)
+        if isinstance(answer.entries, bytes):
+            self.pieces.append((idx[0], answer.entries))  # adjacent requests, joined
+        else:
+            for i, entry in zip(idx, answer.entries, strict=False):
+                if entry is None:
+                    self.late.append(i)
+                else:
+                    self.pieces.append((i, entry))
+        if answer.rejected is not None:
+            self.rejections.append((idx[answer.rejected[0]], answer.rejected[1]))
+
+    def unscored(self, idx: list[int], result: RewardResult) -> None:
+        """``result`` for each request of a chunk that was not scored (deadline, dead process),
+        after the checks the event loop made before they moved to the pool (task, frames)."""
+        for i in idx:
+            try:
+                req = parse_entry(self.data, self.entries[i])
+                task = job_from_proto(req).task
+            except InvalidInput as exc:
+                self.rejections.append((i, str(exc)))
+                continue
+            self.counts[task, result.status.value] += 1
+            self.pieces.append((i, encode_entry(result_to_proto(req.request_id, result))))
 
 
 def chunks(n: int, workers: int, per_worker: int = 4) -> list[range]:
@@ -346,64 +379,68 @@ class RewardEngine:
         """Score a serialized ``ScoreBatchRequest`` (``entries`` from ``rawbatch.split_requests``)
         into a serialized ``ScoreBatchResponse``, without parsing its text requests here.
 
-        Chunks of entries go to the pool as bytes; video requests come back unscored and are
-        parsed and scored here (threads, micro-batched) in the time left. A chunk not answered by
-        the deadline, or whose process died, is parsed here to answer each request ``timeout`` /
-        ``error`` with its id (and to refuse the call if one is invalid, as ``score`` would)."""
+        Video requests (``rawbatch.peek_task``) are parsed here and scored in threads
+        (micro-batched) while chunks of the others go to the pool as bytes; a video request the
+        pool hands back (task not peeked) is scored here after it answers, in the time left. A
+        chunk not answered by the deadline, or whose process died, is parsed here to answer each
+        request ``timeout`` / ``error`` with its id (and to refuse the call if one is invalid)."""
         timeout = self._timeout(timeout_s)
         t0 = time.perf_counter()
-        parts = {
-            self._submit(RawChunk(p.start, chunk_bytes(data, entries[p.start : p.stop])), len(p)): p
-            for p in chunks(len(entries), self.settings.workers)
-        }
+        text = [i for i, e in enumerate(entries) if peek_task(data, e) != common_pb2.TASK_VIDEO]
+        peeked = sorted(set(range(len(entries))) - set(text))
+        video = self._start_video(data, entries, peeked, timeout)
+        parts: dict[asyncio.Future[Any], list[int]] = {}
+        for p in chunks(len(text), self.settings.workers):
+            idx = text[p.start : p.stop]
+            work = RawChunk(chunk_bytes(data, [entries[i] for i in idx]), len(text) == len(entries))
+            parts[self._submit(work, len(idx))] = idx
         in_time = await self._wait(parts, timeout)
-        self.metrics.score_seconds.labels("text").observe(time.perf_counter() - t0)
-        counts: Counter[tuple[str, str]] = Counter()
-        rejections: list[tuple[int, str]] = []
-        slots: list[bytes | None] = []  # per chunk, joined; or per request where video is
-        video: dict[int, int] = {}  # request index -> its slot
-        for fut, part in parts.items():
-            answer: RawAnswer | RewardResult
+        if text:
+            self.metrics.score_seconds.labels("text").observe(time.perf_counter() - t0)
+        out = _Gathered(data, entries)
+        deadline_msg = f"not scored within the {timeout:.3g}s deadline"
+        for fut, idx in parts.items():
             if fut not in in_time:
-                answer = failed(Status.TIMEOUT, f"not scored within the {timeout:.3g}s deadline")
-            else:
-                try:
-                    answer = fut.result()
-                except Exception as exc:  # ProcessDied, or a bug in the chunk function
-                    log.error("scoring a chunk failed: %s", exc)
-                    answer = failed(Status.ERROR, str(exc))
-            if isinstance(answer, RewardResult):  # not scored: every request gets ``answer``
-                answered = _answer_unscored(data, entries, part, answer)
-                slots.append(answered.reply)
-                counts.update(answered.counts)
-                rejections.extend(answered.rejections)
-            elif isinstance(answer.entries, bytes):
-                counts.update(answer.counts)
-                slots.append(answer.entries)
-            else:
-                counts.update(answer.counts)
-                for i, entry in enumerate(answer.entries, part.start):
-                    if entry is None:
-                        video[i] = len(slots)
-                    slots.append(entry)
-            if isinstance(answer, RawAnswer) and answer.rejected is not None:
-                rejections.append(answer.rejected)
-        if video:  # checked even when the call is refused: an invalid one may come first
-            jobs: list[Job] = []
-            for i in video:
-                try:
-                    jobs.append(job_from_proto(parse_entry(data, entries[i])))
-                except InvalidInput as exc:
-                    rejections.append((i, str(exc)))
-            if not rejections:
-                left = timeout - (time.perf_counter() - t0)
-                for (i, slot), res in zip(video.items(), await self.score(jobs, left), strict=True):
-                    counts["video", res.status.value] += 1
-                    req_id = parse_entry(data, entries[i]).request_id
-                    slots[slot] = encode_entry(result_to_proto(req_id, res))
-        if rejections:
-            return RawOutcome(b"", counts, min(rejections))
-        return RawOutcome(b"".join(s for s in slots if s is not None), counts)
+                out.unscored(idx, failed(Status.TIMEOUT, deadline_msg))
+                continue
+            try:
+                out.add(idx, fut.result())
+            except Exception as exc:  # ProcessDied, or a bug in the chunk function
+                log.error("scoring a chunk failed: %s", exc)
+                out.unscored(idx, failed(Status.ERROR, str(exc)))
+        late = self._start_video(data, entries, out.late, timeout - (time.perf_counter() - t0))
+        for call in (video, late):
+            out.rejections.extend(call.rejections)
+        if out.rejections:
+            video.cancel()
+            late.cancel()
+            return RawOutcome(b"", out.counts, min(out.rejections))
+        for call in (video, late):  # each ends by the deadline (``score`` returns timeouts)
+            for i, req_id, res in zip(call.index, call.ids, await call.results(), strict=True):
+                out.counts["video", res.status.value] += 1
+                out.pieces.append((i, encode_entry(result_to_proto(req_id, res))))
+        out.pieces.sort(key=lambda piece: piece[0])
+        return RawOutcome(b"".join(entry for _, entry in out.pieces), out.counts)
+
+    def _start_video(
+        self, data: bytes, entries: list[Entry], index: list[int], timeout: float
+    ) -> _VideoCall:
+        """Parse and check the video requests ``index`` here and start scoring them (threads)
+        within ``timeout`` s; none is scored when one fails its checks."""
+        call = _VideoCall([], [], [])
+        jobs: list[Job] = []
+        for i in index:
+            try:
+                req = parse_entry(data, entries[i])
+                jobs.append(job_from_proto(req))
+            except InvalidInput as exc:
+                call.rejections.append((i, str(exc)))
+                continue
+            call.index.append(i)
+            call.ids.append(req.request_id)
+        if jobs and not call.rejections:
+            call.task = asyncio.ensure_future(self.score(jobs, max(timeout, 0.0)))
+        return call
 
     def _collect(
         self, fut: asyncio.Future[Any], idx: list[int], results: list[RewardResult | None]

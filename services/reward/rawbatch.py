@@ -12,10 +12,12 @@ one ``(tag 0x0A, length, ScoreRequest bytes)`` entry per request; a ``ScoreBatch
 for ``responses``. So a chunk of entries is itself a valid ``ScoreBatchRequest``, and the
 concatenation of encoded response entries, in request order, is the ``ScoreBatchResponse``.
 
-The scoring process (``score_raw_chunk``) checks each request as ``convert.job_from_proto`` and
-``RawTextJob.checked`` do (same messages) and scores text requests. It leaves video requests to the
-service process (their frames are scored there, micro-batched), and stops at the first invalid
-request of its chunk: the call is refused at the first invalid request anyway.
+Video requests stay in the service process (their frames are scored there, micro-batched, as
+soon as the call comes in): ``peek_task`` reads an entry's task from its first bytes. The scoring
+process (``score_raw_chunk``) checks each request as ``convert.job_from_proto`` and
+``RawTextJob.checked`` do (same messages) and scores text requests; it hands back any video
+request it finds (one whose task was not among its first two fields), and stops at the first
+invalid request of its chunk: the call is refused at the first invalid request anyway.
 """
 
 from __future__ import annotations
@@ -109,10 +111,10 @@ def chunk_bytes(data: bytes, entries: list[Entry]) -> bytes:
 def encode_entry(resp: reward_pb2.ScoreResponse) -> bytes:
     """``resp`` as one ``responses`` entry of a ``ScoreBatchResponse``."""
     body = resp.SerializeToString()
-    return bytes((ENTRY_TAG,)) + _encode_varint(len(body)) + body
+    return bytes((ENTRY_TAG,)) + encode_varint(len(body)) + body
 
 
-def _encode_varint(value: int) -> bytes:
+def encode_varint(value: int) -> bytes:
     out = bytearray()
     while value >= 0x80:
         out.append((value & 0x7F) | 0x80)
@@ -130,22 +132,46 @@ def parse_entry(data: bytes, entry: Entry) -> reward_pb2.ScoreRequest:
         raise InvalidInput(f"malformed ScoreRequest ({exc})") from None
 
 
-class RawChunk(NamedTuple):
-    """Work for a scoring process: ``data`` holds the requests ``first .. first + n - 1``."""
+def peek_task(data: bytes, entry: Entry) -> int | None:
+    """The ``task`` of one entry without parsing it, when it is one of its first two fields (as
+    every protobuf serializer writes them: ``request_id`` = 1, ``task`` = 2, in field order);
+    None otherwise (unset, or written later: the scoring process parses it then)."""
+    pos, end = entry.body, entry.end
+    try:
+        for _ in range(2):
+            if pos >= end:
+                return None
+            key = data[pos]
+            if key == 0x10:  # field 2, varint: the task
+                value, after = _varint(data, pos + 1)
+                return value if after <= end else None
+            if key != ENTRY_TAG:  # field 1 (request_id) is the only one that may come first
+                return None
+            size, pos = _varint(data, pos + 1)
+            pos += size
+    except InvalidInput:  # malformed: the scoring process reports it
+        return None
+    return None
 
-    first: int
+
+class RawChunk(NamedTuple):
+    """Work for a scoring process: ``data`` holds some requests of a batch as a serialized
+    ``ScoreBatchRequest``; ``join``: answer their entries as one ``bytes`` (they are adjacent in
+    the batch) rather than one per request."""
+
     data: bytes
+    join: bool = True
 
 
 @dataclass(frozen=True)
 class RawAnswer:
     """A scoring process's answer to a ``RawChunk``.
 
-    ``entries``: the encoded ``responses`` entries joined, or per request (``None`` for a video
-    request, left to the service process) when the chunk holds one. ``counts``: requests scored per
-    (task, status). ``rejected``: (index in the batch, message) of the chunk's first invalid
-    request; ``entries`` then lists the requests before it (the video ones are still to be
-    checked: one may come first) and the rest of the chunk is not scored."""
+    ``entries``: the encoded ``responses`` entries joined, or one per request (``None`` for a video
+    request, left to the service process). ``counts``: requests scored per (task, status).
+    ``rejected``: (index in the chunk, message) of the chunk's first invalid request; ``entries``
+    then lists the requests before it (a video one among them is still to be checked: it may come
+    first) and the rest of the chunk is not scored."""
 
     entries: bytes | list[bytes | None]
     counts: dict[tuple[str, str], int]
@@ -157,7 +183,7 @@ def score_raw_chunk(chunk: RawChunk) -> RawAnswer:
     try:
         batch = reward_pb2.ScoreBatchRequest.FromString(chunk.data)
     except Exception as exc:  # DecodeError: a malformed entry somewhere in the chunk
-        return RawAnswer(b"", {}, (chunk.first, f"malformed ScoreRequest ({exc})"))
+        return RawAnswer([], {}, (0, f"malformed ScoreRequest ({exc})"))
     parts: list[bytes | None] = []
     counts: Counter[tuple[str, str]] = Counter()
     for i, req in enumerate(batch.requests):
@@ -169,7 +195,7 @@ def score_raw_chunk(chunk: RawChunk) -> RawAnswer:
             assert isinstance(job, RawTextJob)  # not video, so text (or InvalidInput)
             text = job.checked()
         except InvalidInput as exc:  # the requests before it, with any video ones, and it
-            return RawAnswer(parts, {}, (chunk.first + i, str(exc)))
+            return RawAnswer(parts, {}, (i, str(exc)))
         try:
             result = score_text(text.request)
         except Exception as exc:  # a scorer bug must not fail its neighbours
@@ -178,6 +204,6 @@ def score_raw_chunk(chunk: RawChunk) -> RawAnswer:
         counts[text.task, result.status.value] += 1
         parts.append(encode_entry(result_to_proto(req.request_id, result)))
     joined: bytes | list[bytes | None] = parts
-    if None not in parts:
+    if chunk.join and None not in parts:
         joined = b"".join(parts)  # type: ignore[arg-type]
     return RawAnswer(joined, dict(counts))

@@ -187,3 +187,63 @@ def test_wire_batch_answers_error_for_a_dead_process_and_the_next_call_is_scored
             engine.close()
 
     asyncio.run(run())
+
+
+def test_wire_batch_scores_video_in_the_service_process_and_late_video_too() -> None:
+    """Video requests of a ``ScoreBatch`` never travel to the pool (their task is peeked); one
+    whose task is written after other fields (still valid protobuf) is handed back by the pool
+    and scored all the same, in its place."""
+    import numpy as np
+
+    from rlvr_world.client import frames_request, verl_request
+    from rlvr_world.v1 import reward_pb2
+    from services.reward.rawbatch import ENTRY_TAG, encode_varint, split_requests
+
+    rng = np.random.default_rng(0)
+    pred, target = (rng.integers(0, 256, (1, 8, 8, 3), dtype=np.uint8) for _ in range(2))
+    video = [
+        frames_request(pred, target, weights={"l1": 1.0}, request_id=f"v{i}") for i in range(3)
+    ]
+    expected_l1 = float(np.abs(pred / 255.0 - target / 255.0).mean())
+    diff = "New items:\n[214] link 'View order'"
+    web = verl_request(
+        {"data_source": "web_agent", "solution_str": diff, "ground_truth": diff}, "w"
+    )
+    settings = RewardSettings(grpc_port=0, http_port=0, workers=1)
+
+    def reordered(req: reward_pb2.ScoreRequest) -> bytes:
+        """``req`` with its task field moved to the end (any field order is valid protobuf)."""
+        task = req.task
+        body = reward_pb2.ScoreRequest(**{**{f.name: v for f, v in req.ListFields()}, "task": 0})
+        raw = body.SerializeToString() + bytes([2 << 3, task])
+        return bytes([ENTRY_TAG]) + encode_varint(len(raw)) + raw
+
+    async def run() -> None:
+        engine = RewardEngine(settings, RewardMetrics())
+        await engine.start()
+        try:
+            assert engine._pool is not None
+            data = reward_pb2.ScoreBatchRequest(requests=video).SerializeToString()
+            sent = engine._pool._next_id
+            outcome = await engine.score_raw(data, split_requests(data), 60)
+            assert engine._pool._next_id == sent  # no chunk went to the pool
+            out = reward_pb2.ScoreBatchResponse.FromString(outcome.reply).responses
+            assert [r.request_id for r in out] == ["v0", "v1", "v2"]
+            assert all(r.metrics["l1"] == pytest.approx(expected_l1) for r in out)
+
+            data = (
+                reward_pb2.ScoreBatchRequest(requests=[web]).SerializeToString()
+                + reordered(video[0])
+                + reward_pb2.ScoreBatchRequest(requests=[video[1], web]).SerializeToString()
+            )
+            outcome = await engine.score_raw(data, split_requests(data), 60)
+            assert outcome.rejected is None
+            out = reward_pb2.ScoreBatchResponse.FromString(outcome.reply).responses
+            assert [r.request_id for r in out] == ["w", "v0", "v1", "w"]
+            assert {r.status for r in out} == {common_pb2.REWARD_STATUS_OK}
+            assert out[1].metrics["l1"] == pytest.approx(expected_l1)
+            assert outcome.counts == {("video", "ok"): 2, ("web", "ok"): 2}
+        finally:
+            engine.close()
+
+    asyncio.run(run())

@@ -94,7 +94,7 @@ def test_scoring_process_encodes_what_the_core_scores() -> None:
         requests=[verl_request(WEB, "same"), verl_request({**WEB, "solution_str": "x"}, "other")]
     )
     data = batch.SerializeToString()
-    answer = rawbatch.score_raw_chunk(rawbatch.RawChunk(10, data))
+    answer = rawbatch.score_raw_chunk(rawbatch.RawChunk(data))
     assert answer.rejected is None
     assert isinstance(answer.entries, bytes)
     out = reward_pb2.ScoreBatchResponse.FromString(answer.entries)
@@ -116,16 +116,16 @@ def test_scoring_process_leaves_video_and_stops_at_the_first_invalid() -> None:
     good = verl_request(WEB, "g")
     bad = verl_request({**WEB, "variant": "loose"}, "b")
     data = reward_pb2.ScoreBatchRequest(requests=[good, video, bad, good]).SerializeToString()
-    answer = rawbatch.score_raw_chunk(rawbatch.RawChunk(5, data))
+    answer = rawbatch.score_raw_chunk(rawbatch.RawChunk(data))
     assert answer.rejected is not None
-    assert answer.rejected[0] == 7  # the chunk's third request, at batch index 5 + 2
+    assert answer.rejected[0] == 2  # the chunk's third request
     assert answer.rejected[1].startswith("variant")
     assert isinstance(answer.entries, list)
     assert answer.entries[1] is None  # the video request before it: the service checks it
     assert len(answer.entries) == 2
 
     data = reward_pb2.ScoreBatchRequest(requests=[good, video, good]).SerializeToString()
-    answer = rawbatch.score_raw_chunk(rawbatch.RawChunk(0, data))
+    answer = rawbatch.score_raw_chunk(rawbatch.RawChunk(data))
     assert answer.rejected is None and isinstance(answer.entries, list)
     assert [e is None for e in answer.entries] == [False, True, False]
     parts = [e for e in answer.entries if e is not None]
@@ -134,7 +134,52 @@ def test_scoring_process_leaves_video_and_stops_at_the_first_invalid() -> None:
 
 
 def test_scoring_process_answers_an_unparseable_chunk_as_rejected() -> None:
-    answer = rawbatch.score_raw_chunk(rawbatch.RawChunk(3, b"\x0a\x02\x12\x05"))
+    answer = rawbatch.score_raw_chunk(rawbatch.RawChunk(b"\x0a\x02\x12\x05"))
     assert answer.rejected is not None
-    assert answer.rejected[0] == 3
+    assert answer.rejected[0] == 0
     assert answer.rejected[1].startswith("malformed ScoreRequest")
+
+
+def test_unjoined_chunk_answers_one_entry_per_request() -> None:
+    data = _batch(3).SerializeToString()
+    answer = rawbatch.score_raw_chunk(rawbatch.RawChunk(data, join=False))
+    assert isinstance(answer.entries, list) and len(answer.entries) == 3
+    ids = [
+        reward_pb2.ScoreBatchResponse.FromString(e).responses[0].request_id
+        for e in answer.entries
+        if e
+    ]
+    assert ids == ["r0", "r1", "r2"]
+
+
+def test_peek_task_reads_the_task_as_serializers_write_it() -> None:
+    frames = convert.encode_tensor(np.zeros((1, 4, 4, 3), np.uint8))
+    video = reward_pb2.ScoreRequest(task=common_pb2.TASK_VIDEO, frames=frames, target_frames=frames)
+    cases = [
+        (
+            reward_pb2.ScoreRequest(request_id="x" * 300, task=common_pb2.TASK_VIDEO),
+            common_pb2.TASK_VIDEO,
+        ),
+        (video, common_pb2.TASK_VIDEO),  # no request_id: the task comes first
+        (verl_request(WEB, "w"), common_pb2.TASK_WEB),
+        (reward_pb2.ScoreRequest(request_id="u", text="t"), None),  # task unset (0): not written
+    ]
+    data = reward_pb2.ScoreBatchRequest(requests=[req for req, _ in cases]).SerializeToString()
+    entries = rawbatch.split_requests(data)
+    assert [rawbatch.peek_task(data, e) for e in entries] == [task for _, task in cases]
+    # a task written after other fields is not peeked (the scoring process parses it)
+    late = bytes([3 << 3 | 2, 1]) + b"t" + bytes([2 << 3 | 0, common_pb2.TASK_VIDEO])
+    data = bytes([rawbatch.ENTRY_TAG, len(late)]) + late
+    assert rawbatch.peek_task(data, rawbatch.split_requests(data)[0]) is None
+    assert reward_pb2.ScoreRequest.FromString(late).task == common_pb2.TASK_VIDEO
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.binary(max_size=40))
+def test_peek_task_never_raises_or_reads_past_its_entry(body: bytes) -> None:
+    """The same answer whether a task field follows the entry or nothing does."""
+    entry = rawbatch.Entry(0, 2, 2 + len(body))
+    head = bytes([rawbatch.ENTRY_TAG, len(body)]) + body
+    alone = rawbatch.peek_task(head, entry)
+    assert alone is None or isinstance(alone, int)
+    assert rawbatch.peek_task(head + b"\x10\x03", entry) == alone
