@@ -67,9 +67,9 @@ from typing import Any
 
 import torch
 
-from rlvr_world.orchestrator.items import PromptItem, load_items
-from rlvr_world.pipeline.config import PipelineConfig, load_pipeline_config
-from rlvr_world.pipeline.runner import PipelineRun, requests_forever
+from rlvr_world.apps.pipeline.config import PipelineConfig, load_pipeline_config
+from rlvr_world.apps.pipeline.runner import PipelineRun, requests_forever
+from rlvr_world.items import PromptItem, load_items
 from rlvr_world.queue.server import URL_FILENAME
 
 BASE_CONFIG = Path(__file__).resolve().parent.parent / "configs" / "pipeline" / "bench.yaml"

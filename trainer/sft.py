@@ -163,7 +163,7 @@ def run_sft(
 
 
 def _pairs(path: Path) -> list[tuple[str, str]]:
-    from rlvr_world.orchestrator.items import load_items
+    from rlvr_world.items import load_items
 
     return [(item.prompt, item.target) for item in load_items(path)]
 

@@ -33,6 +33,6 @@ USER 10001:10001
 WORKDIR /home/rlvr
 EXPOSE 50051 8000
 HEALTHCHECK --interval=15s --timeout=5s --start-period=120s --retries=3 \
-    CMD ["python", "-m", "rlvr_world.healthcheck", "grpc", "127.0.0.1:50051"]
+    CMD ["python", "-m", "rlvr_world.apps.healthcheck", "grpc", "127.0.0.1:50051"]
 ENTRYPOINT ["rlvr-world"]
 CMD ["serve", "reward"]

@@ -48,7 +48,7 @@ USER 10001:10001
 WORKDIR /home/rlvr
 EXPOSE 50061 9101
 HEALTHCHECK --interval=15s --timeout=5s --start-period=300s --retries=3 \
-    CMD ["python", "-m", "rlvr_world.healthcheck", "grpc", "127.0.0.1:50061"]
+    CMD ["python", "-m", "rlvr_world.apps.healthcheck", "grpc", "127.0.0.1:50061"]
 # The base image's entrypoint is vLLM's OpenAI server; this image runs the rollout service.
 ENTRYPOINT []
 CMD ["python", "-m", "services.rollout", "--engine", "vllm"]

@@ -31,6 +31,6 @@ USER 10001:10001
 WORKDIR /home/rlvr
 EXPOSE 9400
 HEALTHCHECK --interval=15s --timeout=5s --start-period=120s --retries=3 \
-    CMD ["python", "-m", "rlvr_world.healthcheck", "http", "http://127.0.0.1:9400/metrics"]
+    CMD ["python", "-m", "rlvr_world.apps.healthcheck", "http", "http://127.0.0.1:9400/metrics"]
 ENTRYPOINT ["rlvr-world"]
 CMD ["train", "--config", "/etc/rlvr/trainer.yaml"]

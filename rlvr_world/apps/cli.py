@@ -30,8 +30,8 @@ _EXTERNAL_PARSERS: tuple[tuple[str, str], ...] = (
     ("services.rollout.cli", "add_serve_rollout_parser"),
     ("services.decoder.cli", "add_serve_decoder_parser"),
     ("trainer.cli", "add_train_parser"),
-    ("rlvr_world.healthcheck", "add_healthcheck_parser"),
-    ("rlvr_world.pipeline.cli", "add_run_parser"),
+    ("rlvr_world.apps.healthcheck", "add_healthcheck_parser"),
+    ("rlvr_world.apps.pipeline.cli", "add_run_parser"),
 )
 
 
@@ -66,7 +66,7 @@ def _add_reward_parser(sub: Any) -> None:
 
 
 def _run_reward_score(args: argparse.Namespace) -> int:
-    from rlvr_world.batch import score_file
+    from rlvr_world.apps.batch import score_file
 
     return score_file(
         args.input, args.output, server=args.server, variant=args.variant, quiet=args.quiet

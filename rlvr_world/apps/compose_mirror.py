@@ -15,7 +15,7 @@ network provides is translated, and nothing else:
 - each mount target (``/models``, ``/runs``, ``/etc/rlvr``) becomes a local folder: a bind
   mount's source, or ``run_dir/volumes/<name>`` for a named volume (``volumes`` overrides).
 
-Readiness comes from the compose healthcheck (``rlvr_world.healthcheck grpc|http``); services
+Readiness comes from the compose healthcheck (``rlvr_world.apps.healthcheck grpc|http``); services
 start in ``depends_on`` order. Services from other images (Prometheus, Grafana) and those in
 inactive profiles are not started; ``skipped`` says why. Not a compose implementation: no
 networks, restart policies, resource limits or builds.
@@ -35,7 +35,7 @@ from typing import Any
 
 import yaml
 
-from rlvr_world.supervisor import (
+from rlvr_world.apps.supervisor import (
     GrpcHealth,
     HttpReady,
     LogLine,
@@ -258,7 +258,7 @@ class ComposeMirror:
 
     @staticmethod
     def _module_cli(argv: list[str]) -> list[str]:
-        return [sys.executable, "-m", "rlvr_world.cli", *argv[1:]]
+        return [sys.executable, "-m", "rlvr_world.apps.cli", *argv[1:]]
 
     def _port_arg(self, arg: str, replica: Replica) -> str:
         key, sep, value = arg.rpartition("=")
@@ -281,9 +281,9 @@ class ComposeMirror:
         test = _command((svc.get("healthcheck") or {}).get("test"))
         if test[:1] in (["CMD"], ["CMD-SHELL"]):
             test = test[1:]
-        if "rlvr_world.healthcheck" not in test:
+        if "rlvr_world.apps.healthcheck" not in test:
             return None
-        probe, target = test[test.index("rlvr_world.healthcheck") + 1 :][:2]
+        probe, target = test[test.index("rlvr_world.apps.healthcheck") + 1 :][:2]
         target = self._localize(target, replica, mounts)
         return GrpcHealth(target) if probe == "grpc" else HttpReady(target)
 

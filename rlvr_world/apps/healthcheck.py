@@ -1,4 +1,4 @@
-"""Container health probes: ``python -m rlvr_world.healthcheck grpc HOST:PORT`` or ``http URL``.
+"""Container health probes: ``python -m rlvr_world.apps.healthcheck grpc HOST:PORT | http URL``.
 
 Exit status 0 when healthy, 1 otherwise (the contract of Docker's ``HEALTHCHECK`` and of an
 ``exec`` probe in Kubernetes), with one line on stderr saying why. ``grpc`` asks the standard
@@ -84,7 +84,7 @@ def run_healthcheck(args: argparse.Namespace) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = configure_parser(argparse.ArgumentParser(prog="python -m rlvr_world.healthcheck"))
+    parser = configure_parser(argparse.ArgumentParser(prog="python -m rlvr_world.apps.healthcheck"))
     args = parser.parse_args(argv)
     return run_healthcheck(args)
 

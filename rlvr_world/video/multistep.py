@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from numpy.typing import NDArray
 
-from rlvr_world.orchestrator.items import PromptItem, video_item
+from rlvr_world.items import PromptItem, video_item
 from rlvr_world.rewards.video import repeated_frames
 from rlvr_world.video.evaluate import (
     EvalConfig,

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from rlvr_world.batch import score_lines
-from rlvr_world.cli import main
+from rlvr_world.apps.batch import score_lines
+from rlvr_world.apps.cli import main
 from services.reward.settings import RewardSettings
 from services.reward.testing import ServiceThread
 

@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from rlvr_world.compose_mirror import ComposeMirror
+from rlvr_world.apps.compose_mirror import ComposeMirror
 from rlvr_world.rewards.types import Status
 
 pytestmark = pytest.mark.integration
@@ -69,7 +69,7 @@ def rewards(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ComposeMirror]
 def test_plan_uses_the_compose_commands_and_environment(rewards: ComposeMirror) -> None:
     first, second = rewards.replicas["reward"]
     assert first.spec is not None and second.spec is not None
-    assert first.spec.argv[0].endswith("rlvr-world") or "rlvr_world.cli" in first.spec.argv
+    assert first.spec.argv[0].endswith("rlvr-world") or "rlvr_world.apps.cli" in first.spec.argv
     assert first.spec.argv[-2:] == ["serve", "reward"]
     env = first.spec.env
     assert env["RLVR_REWARD_WORKERS"] == "1"  # ${RLVR_REWARD_WORKERS:-2} interpolated
@@ -136,11 +136,11 @@ def test_container_healthcheck_command_probes_the_running_worker(rewards: Compos
     import subprocess
     import sys
 
-    from rlvr_world.supervisor import pick_free_port
+    from rlvr_world.apps.supervisor import pick_free_port
 
     worker = rewards.replicas["reward"][-1]
     assert worker.spec is not None and rewards.supervisor.alive(worker.name)
-    probe = [sys.executable, "-m", "rlvr_world.healthcheck"]
+    probe = [sys.executable, "-m", "rlvr_world.apps.healthcheck"]
     cases = [
         (["grpc", worker.address(50051)], 0),
         (["http", f"http://{worker.address(8000)}/readyz"], 0),

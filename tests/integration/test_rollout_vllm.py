@@ -23,7 +23,7 @@ import grpc
 import pytest
 import torch
 
-from rlvr_world.supervisor import GrpcHealth, ProcessSpec, Supervisor, pick_free_port
+from rlvr_world.apps.supervisor import GrpcHealth, ProcessSpec, Supervisor, pick_free_port
 from rlvr_world.v1 import rollout_pb2, rollout_pb2_grpc
 from services.rollout.sampling import truncate
 from tests.integration.test_rollout_grpc import BAD_GENERATE, MAX_N, VOCAB, recompute, request

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from rlvr_world.supervisor import (
+from rlvr_world.apps.supervisor import (
     GrpcHealth,
     HttpReady,
     LogLine,

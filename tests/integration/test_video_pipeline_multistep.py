@@ -17,10 +17,10 @@ from pathlib import Path
 import pytest
 from PIL import Image
 
-from rlvr_world.orchestrator.ledger import read_ledger
+from rlvr_world.apps.orchestrator.ledger import read_ledger
+from rlvr_world.apps.video.config import load_video_config
+from rlvr_world.apps.video.pipeline import run_video_pipeline
 from rlvr_world.queue.server import REDIS_URL_ENV
-from rlvr_world.video.pipeline import run_video_pipeline
-from rlvr_world.video.run_config import load_video_config
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 

@@ -7,8 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from rlvr_world.batch import score_lines
-from rlvr_world.cli import main
+from rlvr_world.apps.batch import score_lines
+from rlvr_world.apps.cli import main
 from rlvr_world.rewards.types import Status
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "score_requests.jsonl"
@@ -74,14 +74,14 @@ def test_cli_scores_the_example_file(tmp_path: Path, capsys: object) -> None:
 
 def test_help_is_instant_and_imports_no_torch() -> None:
     code = (
-        "import sys; from rlvr_world.cli import build_parser; build_parser(); "
+        "import sys; from rlvr_world.apps.cli import build_parser; build_parser(); "
         "heavy = [m for m in ('torch', 'transformers', 'vllm', 'redis') if m in sys.modules]; "
         "print(heavy); sys.exit(1 if heavy else 0)"
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stdout + done.stderr
     done = subprocess.run(
-        [sys.executable, "-m", "rlvr_world.cli", "reward", "score", "--help"],
+        [sys.executable, "-m", "rlvr_world.apps.cli", "reward", "score", "--help"],
         capture_output=True,
         text=True,
         timeout=60,

@@ -121,13 +121,13 @@ def check_command(argv: list[str]) -> None:
         assert argv[1] == "-m", argv
         module = argv[2]
         assert importlib.util.find_spec(module) is not None, f"no module {module}"
-        if module == "rlvr_world.healthcheck":
-            from rlvr_world.healthcheck import configure_parser
+        if module == "rlvr_world.apps.healthcheck":
+            from rlvr_world.apps.healthcheck import configure_parser
 
             configure_parser(argparse.ArgumentParser()).parse_args(argv[3:])
         return
     assert argv[0] in console_scripts(), f"{argv[0]} is not a console script of the package"
-    from rlvr_world.cli import build_parser
+    from rlvr_world.apps.cli import build_parser
 
     args = build_parser().parse_args(argv[1:])
     assert callable(args.handler)

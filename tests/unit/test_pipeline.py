@@ -7,16 +7,16 @@ from pathlib import Path
 
 import pytest
 
-from rlvr_world.orchestrator.items import load_items, save_items, text_game_item
-from rlvr_world.pipeline.config import PipelineConfig, load_pipeline_config
-from rlvr_world.pipeline.kitchen import (
+from rlvr_world.apps.pipeline.config import PipelineConfig, load_pipeline_config
+from rlvr_world.items import load_items, save_items, text_game_item
+from rlvr_world.rewards.dispatch import score_mapping
+from rlvr_world.tasks.text_game import split_changed
+from rlvr_world.tasks.text_game.kitchen import (
     enumerate_transitions,
     initial_state,
     split_transitions,
     step,
 )
-from rlvr_world.rewards.dispatch import score_mapping
-from rlvr_world.tasks.text_game import split_changed
 
 REPO = Path(__file__).resolve().parents[2]
 CONFIGS = sorted((REPO / "configs" / "pipeline").glob("*.yaml"))
@@ -85,7 +85,7 @@ def test_config_rejects_unknown_fields_and_bad_bounds(tmp_path: Path) -> None:
 
 
 def test_overrides_and_generated_trainer_config_validate(tmp_path: Path) -> None:
-    from rlvr_world.pipeline.runner import trainer_config
+    from rlvr_world.apps.pipeline.runner import trainer_config
     from trainer.config import TrainerConfig
 
     cfg = load_pipeline_config(CONFIGS[0], {"rl.steps": 7})

@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from rlvr_world.orchestrator.items import text_game_item
-from rlvr_world.pipeline.kitchen import enumerate_transitions
-from rlvr_world.pipeline.tiny_model import EOS_ID, TinyLMConfig, build_tiny_lm
+from rlvr_world.items import text_game_item
+from rlvr_world.tasks.text_game.kitchen import enumerate_transitions
+from rlvr_world.tiny_model import EOS_ID, TinyLMConfig, build_tiny_lm
 from trainer.sft import IGNORE, SftConfig, encode, run_sft
 
 

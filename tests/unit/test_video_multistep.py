@@ -11,14 +11,15 @@ import pytest
 import torch
 from pydantic import ValidationError
 
-from rlvr_world.orchestrator.items import (
+from rlvr_world.apps.orchestrator.worker import generated_frames
+from rlvr_world.apps.video.config import VideoPipelineConfig
+from rlvr_world.items import (
     load_items,
     save_items,
     video_frames,
     video_inserts,
     video_item,
 )
-from rlvr_world.orchestrator.worker import generated_frames
 from rlvr_world.video.actions import ActionQuantizer
 from rlvr_world.video.data import Episode, clips
 from rlvr_world.video.evaluate import EvalConfig
@@ -32,7 +33,6 @@ from rlvr_world.video.multistep import (
     rollout_inserts,
     sample_multistep,
 )
-from rlvr_world.video.run_config import VideoPipelineConfig
 from rlvr_world.video.tokenizer import FrameTokenizer, TokenizerConfig
 from rlvr_world.video.train_mle import MLEConfig, train_mle
 from rlvr_world.video.world_model import build_world_model

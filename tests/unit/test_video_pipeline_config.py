@@ -10,10 +10,10 @@ import numpy as np
 import pytest
 from pydantic import ValidationError
 
-from rlvr_world.orchestrator.items import load_items, save_items, video_frames, video_item
-from rlvr_world.video.pipeline import VideoRun, spread
-from rlvr_world.video.report import metrics_table
-from rlvr_world.video.run_config import VideoPipelineConfig, load_video_config
+from rlvr_world.apps.video.config import VideoPipelineConfig, load_video_config
+from rlvr_world.apps.video.pipeline import VideoRun, spread
+from rlvr_world.apps.video.report import metrics_table
+from rlvr_world.items import load_items, save_items, video_frames, video_item
 
 REPO = Path(__file__).resolve().parents[2]
 

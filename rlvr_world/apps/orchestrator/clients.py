@@ -8,7 +8,8 @@
 * reward (``rlvr_world.client.AsyncRewardClient.score_batch``): one ``ScoreBatch`` per group.
 
 Each method is a single attempt (the reward client's own short retries aside); backoff across a
-service restart is the caller's (``rlvr_world.orchestrator.retry``). Create inside the event loop.
+service restart is the caller's (``rlvr_world.apps.orchestrator.retry``). Create inside the
+event loop.
 """
 
 from __future__ import annotations

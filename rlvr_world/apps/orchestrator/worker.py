@@ -51,12 +51,12 @@ import redis
 from pydantic import BaseModel, ConfigDict, Field
 from tqdm import tqdm  # type: ignore[import-untyped]
 
+from rlvr_world.apps.orchestrator.clients import Sampling, ServiceClients
+from rlvr_world.apps.orchestrator.ledger import Ledger
+from rlvr_world.apps.orchestrator.metrics import OrchestratorMetrics
+from rlvr_world.apps.orchestrator.retry import Backoff, RetriesExhausted, grpc_reason, retry_async
 from rlvr_world.client import RewardServiceUnavailable
-from rlvr_world.orchestrator.clients import Sampling, ServiceClients
-from rlvr_world.orchestrator.items import PromptItem, video_frames, video_inserts
-from rlvr_world.orchestrator.ledger import Ledger
-from rlvr_world.orchestrator.metrics import OrchestratorMetrics
-from rlvr_world.orchestrator.retry import Backoff, RetriesExhausted, grpc_reason, retry_async
+from rlvr_world.items import PromptItem, video_frames, video_inserts
 from rlvr_world.queue.schema import ScoredGroup, ScoredSample
 from rlvr_world.queue.stream import Producer, QueueFull
 from rlvr_world.rewards.types import InvalidInput, RewardResult, Status

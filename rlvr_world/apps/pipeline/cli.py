@@ -1,7 +1,8 @@
 """``rlvr-world run CONFIG [--set section.field=value ...]``: the one-command pipeline.
 
-Only argparse at import time; the pipeline (torch, grpc, redis) loads in ``run_run``. The lead
-wires ``add_run_parser`` into ``rlvr_world.cli``; ``python -m rlvr_world.pipeline.cli`` works too.
+Only argparse at import time; the pipeline (torch, grpc, redis) loads in ``run_run``.
+``rlvr_world.apps.cli`` registers ``add_run_parser``; ``python -m rlvr_world.apps.pipeline.cli``
+works too.
 """
 
 from __future__ import annotations
@@ -52,8 +53,8 @@ def _value(text: str) -> Any:
 
 
 def run_run(args: argparse.Namespace) -> int:
-    from rlvr_world.pipeline.config import load_pipeline_config, read_config_mapping
-    from rlvr_world.pipeline.runner import run_pipeline
+    from rlvr_world.apps.pipeline.config import load_pipeline_config, read_config_mapping
+    from rlvr_world.apps.pipeline.runner import run_pipeline
 
     overrides = {k: _value(v) for k, _, v in (o.partition("=") for o in args.overrides)}
     if read_config_mapping(args.config).get("task") == "video":
@@ -74,9 +75,9 @@ def run_run(args: argparse.Namespace) -> int:
 
 
 def run_video(path: Path, overrides: dict[str, Any]) -> int:
-    """``task: video``: the video world model pipeline (``rlvr_world.video.pipeline``)."""
-    from rlvr_world.video.pipeline import run_video_pipeline
-    from rlvr_world.video.run_config import load_video_config
+    """``task: video``: the video world model pipeline (``rlvr_world.apps.video.pipeline``)."""
+    from rlvr_world.apps.video.config import load_video_config
+    from rlvr_world.apps.video.pipeline import run_video_pipeline
 
     cfg = load_video_config(path, overrides)
     summary = run_video_pipeline(cfg, str(path))
@@ -91,7 +92,7 @@ def run_video(path: Path, overrides: dict[str, Any]) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = _configure(argparse.ArgumentParser(prog="python -m rlvr_world.pipeline.cli"))
+    parser = _configure(argparse.ArgumentParser(prog="python -m rlvr_world.apps.pipeline.cli"))
     args = parser.parse_args(argv)
     logging.basicConfig(
         level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"

@@ -1,9 +1,10 @@
 """Configuration of ``rlvr-world run CONFIG``: one pydantic model read from YAML.
 
 Every field has a description and bounds; ``configs/pipeline/*.yaml`` are the shipped examples
-(a test parses each). The default data is the synthetic toaster-kitchen game (``kitchen``), so the
-pipeline runs on a fresh machine; ``data.records`` points at GPT-simulator transition records
-(``test.jsonl`` or ``crawl/<game>.jsonl.gz``) instead. The default model is a from-scratch tiny
+(a test parses each). The default data is the synthetic toaster-kitchen game
+(``rlvr_world.tasks.text_game.kitchen``), so the pipeline runs on a fresh machine;
+``data.records`` points at GPT-simulator transition records (``test.jsonl`` or
+``crawl/<game>.jsonl.gz``) instead. The default model is a from-scratch tiny
 Llama with a tokenizer trained on the run's own prompts (``model.tiny``); ``model.path`` names a
 Hugging Face model directory (with its tokenizer) instead.
 """
@@ -16,7 +17,7 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from rlvr_world.pipeline.tiny_model import TinyLMConfig
+from rlvr_world.tiny_model import TinyLMConfig
 
 
 class _Section(BaseModel):
@@ -24,7 +25,7 @@ class _Section(BaseModel):
 
 
 class KitchenData(_Section):
-    """The synthetic game (``rlvr_world.pipeline.kitchen``)."""
+    """The synthetic game (``rlvr_world.tasks.text_game.kitchen``)."""
 
     slices: int = Field(default=2, ge=1, le=3, description="bread slices in the world")
     goal: int = Field(default=1, ge=1, le=3, description="toasted slices on the plate to win")

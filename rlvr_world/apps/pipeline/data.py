@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import random
 
-from rlvr_world.orchestrator.items import PromptItem, text_game_item
-from rlvr_world.pipeline.config import DataConfig
-from rlvr_world.pipeline.kitchen import enumerate_transitions, split_transitions
+from rlvr_world.apps.pipeline.config import DataConfig
+from rlvr_world.items import PromptItem, text_game_item
 from rlvr_world.tasks.text_game import Transition, load_transitions
+from rlvr_world.tasks.text_game.kitchen import enumerate_transitions, split_transitions
 
 
 def transitions(cfg: DataConfig) -> list[Transition]:

@@ -15,10 +15,10 @@ import logging
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from rlvr_world.orchestrator.clients import Sampling, ServiceClients
-from rlvr_world.orchestrator.items import PromptItem
-from rlvr_world.orchestrator.retry import Backoff, RetriesExhausted, retry_async
-from rlvr_world.orchestrator.worker import classify
+from rlvr_world.apps.orchestrator.clients import Sampling, ServiceClients
+from rlvr_world.apps.orchestrator.retry import Backoff, RetriesExhausted, retry_async
+from rlvr_world.apps.orchestrator.worker import classify
+from rlvr_world.items import PromptItem
 from rlvr_world.rewards.types import RewardResult
 
 logger = logging.getLogger(__name__)

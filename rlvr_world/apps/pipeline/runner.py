@@ -27,19 +27,19 @@ from typing import Any
 import yaml
 from prometheus_client import CollectorRegistry
 
-from rlvr_world.orchestrator.clients import ServiceClients
-from rlvr_world.orchestrator.items import PromptItem, save_items
-from rlvr_world.orchestrator.ledger import Ledger
-from rlvr_world.orchestrator.metrics import OrchestratorMetrics
-from rlvr_world.orchestrator.worker import Orchestrator, OrchestratorConfig, RunStats
-from rlvr_world.pipeline.config import PipelineConfig
-from rlvr_world.pipeline.data import build_items
-from rlvr_world.pipeline.evaluate import EvalReport, evaluate
-from rlvr_world.pipeline.report import plot_curve, train_steps, write_report
-from rlvr_world.pipeline.stack import Addresses, start_services, trainer_spec
+from rlvr_world.apps.orchestrator.clients import ServiceClients
+from rlvr_world.apps.orchestrator.ledger import Ledger
+from rlvr_world.apps.orchestrator.metrics import OrchestratorMetrics
+from rlvr_world.apps.orchestrator.worker import Orchestrator, OrchestratorConfig, RunStats
+from rlvr_world.apps.pipeline.config import PipelineConfig
+from rlvr_world.apps.pipeline.data import build_items
+from rlvr_world.apps.pipeline.evaluate import EvalReport, evaluate
+from rlvr_world.apps.pipeline.report import plot_curve, train_steps, write_report
+from rlvr_world.apps.pipeline.stack import Addresses, start_services, trainer_spec
+from rlvr_world.apps.supervisor import Supervisor
+from rlvr_world.items import PromptItem, save_items
 from rlvr_world.queue.server import RedisHandle, start_embedded
 from rlvr_world.queue.stream import Producer, QueueMetrics, StreamNames
-from rlvr_world.supervisor import Supervisor
 from trainer.metrics import JsonlLog
 
 logger = logging.getLogger(__name__)
@@ -163,7 +163,7 @@ class PipelineRun:
     def _base_model(self, items: list[PromptItem]) -> Path:
         if self.cfg.model.path is not None:
             return self.cfg.model.path
-        from rlvr_world.pipeline.tiny_model import build_tiny_lm
+        from rlvr_world.tiny_model import build_tiny_lm
 
         assert self.cfg.model.tiny is not None
         corpus = [i.prompt for i in items] + [i.target for i in items]

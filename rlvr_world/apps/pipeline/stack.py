@@ -13,7 +13,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from rlvr_world.supervisor import GrpcHealth, LogLine, ProcessSpec, Supervisor, pick_free_port
+from rlvr_world.apps.supervisor import GrpcHealth, LogLine, ProcessSpec, Supervisor, pick_free_port
 
 HOST = "127.0.0.1"
 #: One torch/BLAS thread per service process (2-core machines: contention costs up to 35x).
@@ -54,7 +54,7 @@ def rollout_spec(model: Path, redis_url: str, max_tokens: int) -> ProcessSpec:
 
 
 def trainer_spec(config: Path) -> ProcessSpec:
-    argv = [sys.executable, "-m", "rlvr_world.cli", "train", "--config", str(config)]
+    argv = [sys.executable, "-m", "rlvr_world.apps.cli", "train", "--config", str(config)]
     return ProcessSpec("trainer", argv, env=THREAD_ENV, ready=LogLine(r"trainer at step \d+"))
 
 

@@ -14,7 +14,7 @@ from typing import Any, Literal, Self
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from rlvr_world.pipeline.config import apply_overrides, read_config_mapping
+from rlvr_world.apps.pipeline.config import apply_overrides, read_config_mapping
 
 
 class _Section(BaseModel):

@@ -45,13 +45,13 @@ from typing import Any
 import numpy as np
 import yaml
 
-from rlvr_world.orchestrator.items import PromptItem, video_item
-from rlvr_world.orchestrator.worker import OrchestratorConfig
-from rlvr_world.pipeline.runner import orchestrate_until_trainer_exits, requests_forever
-from rlvr_world.pipeline.stack import Addresses, start_services, trainer_spec
+from rlvr_world.apps.orchestrator.worker import OrchestratorConfig
+from rlvr_world.apps.pipeline.runner import orchestrate_until_trainer_exits, requests_forever
+from rlvr_world.apps.pipeline.stack import Addresses, start_services, trainer_spec
+from rlvr_world.apps.supervisor import Supervisor
+from rlvr_world.apps.video.config import VideoPipelineConfig
+from rlvr_world.items import PromptItem, video_item
 from rlvr_world.queue.server import RedisHandle, start_embedded
-from rlvr_world.supervisor import Supervisor
-from rlvr_world.video.run_config import VideoPipelineConfig
 from rlvr_world.video.world_model import visual_ids
 from trainer.metrics import JsonlLog
 
@@ -446,7 +446,7 @@ class VideoRun:
         return report
 
     def report(self, clips: Sequence[Clip], frame_tokenizer: Any) -> Path:
-        from rlvr_world.video.report import (
+        from rlvr_world.apps.video.report import (
             write_compare,
             write_curves,
             write_video_report,
@@ -478,7 +478,7 @@ class VideoRun:
         self, weights: Path, clips: Sequence[Clip], rows: Sequence[Clip], frame_tokenizer: Any
     ) -> np.ndarray:
         """Sampled frames of the grid rows: the next frame, or the last of a multi-step rollout."""
-        from rlvr_world.video.report import predicted_frames
+        from rlvr_world.apps.video.report import predicted_frames
 
         if not self.multi_step:
             return predicted_frames(
