@@ -55,7 +55,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import itertools
-import json
 import logging
 import shutil
 import statistics
@@ -71,6 +70,7 @@ from rlvr_world.apps.pipeline.config import PipelineConfig, load_pipeline_config
 from rlvr_world.apps.pipeline.runner import PipelineRun, requests_forever
 from rlvr_world.items import PromptItem, load_items
 from rlvr_world.queue.server import URL_FILENAME
+from rlvr_world.runlog import read_jsonl
 
 BASE_CONFIG = Path(__file__).resolve().parent.parent / "configs" / "pipeline" / "bench.yaml"
 VARIANT, REWARD_TYPE = "strict", "binary"
@@ -144,10 +144,6 @@ class _PreparedRun(PipelineRun):
     def prepare(self) -> tuple[list[PromptItem], list[PromptItem], Path]:
         p = self._prepared
         return p.train, p.test, p.model
-
-
-def read_jsonl(path: Path) -> list[dict[str, Any]]:
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
 
 
 def stop_leftover_redis(run_dir: Path) -> bool:

@@ -27,6 +27,7 @@ from rlvr_world.grpo.groups import prepare_groups
 from rlvr_world.queue.schema import ScoredGroup
 from rlvr_world.queue.server import RedisHandle, connect
 from rlvr_world.queue.stream import Consumer, QueueMetrics, StreamNames, count_stale
+from rlvr_world.runlog import JsonlLog
 from trainer.checkpoint import (
     TrainerState,
     latest_checkpoint,
@@ -35,7 +36,7 @@ from trainer.checkpoint import (
     save_checkpoint,
 )
 from trainer.config import TrainerConfig
-from trainer.metrics import JsonlLog, TrainerMetrics
+from trainer.metrics import TrainerMetrics
 from trainer.model import PackedBatch, frozen_copy, load_base, response_logits, wrap_lora
 from trainer.step import RefLogits, StepStats, train_step
 

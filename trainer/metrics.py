@@ -1,11 +1,7 @@
-"""Prometheus metrics of the trainer (``rlvr_trainer_*``) and the JSON Lines run log."""
+"""Prometheus metrics of the trainer (``rlvr_trainer_*``); its JSON Lines log is
+``rlvr_world.runlog.JsonlLog``."""
 
 from __future__ import annotations
-
-import json
-import time
-from pathlib import Path
-from typing import Any, TextIO
 
 from prometheus_client import CollectorRegistry, Counter, Gauge
 
@@ -37,18 +33,3 @@ class TrainerMetrics:
         self.tokens_per_s = Gauge(
             "rlvr_trainer_tokens_per_second", "last step throughput", registry=registry
         )
-
-
-class JsonlLog:
-    """Append-only JSON Lines log of events (``step``, ``drop``, ``checkpoint``, ...)."""
-
-    def __init__(self, path: Path) -> None:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        self._fh: TextIO = path.open("a", encoding="utf-8")
-
-    def write(self, event: str, **fields: Any) -> None:
-        self._fh.write(json.dumps({"event": event, "time": time.time(), **fields}) + "\n")
-        self._fh.flush()
-
-    def close(self) -> None:
-        self._fh.close()

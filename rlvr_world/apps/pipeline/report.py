@@ -7,20 +7,18 @@ report says the plot was skipped.
 
 from __future__ import annotations
 
-import json
 import logging
 from pathlib import Path
 from typing import Any
+
+from rlvr_world.runlog import read_jsonl
 
 logger = logging.getLogger(__name__)
 
 
 def train_steps(log_path: Path) -> list[dict[str, Any]]:
     """The ``step`` events of a trainer log (empty if there is none)."""
-    if not log_path.exists():
-        return []
-    events = [json.loads(line) for line in log_path.read_text().splitlines() if line.strip()]
-    return [e for e in events if e.get("event") == "step"]
+    return [e for e in read_jsonl(log_path) if e.get("event") == "step"]
 
 
 def plot_curve(

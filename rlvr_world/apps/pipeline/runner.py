@@ -40,7 +40,7 @@ from rlvr_world.apps.supervisor import Supervisor
 from rlvr_world.items import PromptItem, save_items
 from rlvr_world.queue.server import RedisHandle, start_embedded
 from rlvr_world.queue.stream import Producer, QueueMetrics, StreamNames
-from trainer.metrics import JsonlLog
+from rlvr_world.runlog import JsonlLog
 
 logger = logging.getLogger(__name__)
 

@@ -52,8 +52,8 @@ from rlvr_world.apps.supervisor import Supervisor
 from rlvr_world.apps.video.config import VideoPipelineConfig
 from rlvr_world.items import PromptItem, video_item
 from rlvr_world.queue.server import RedisHandle, start_embedded
+from rlvr_world.runlog import JsonlLog
 from rlvr_world.video.world_model import visual_ids
-from trainer.metrics import JsonlLog
 
 logger = logging.getLogger(__name__)
 

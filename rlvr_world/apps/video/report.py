@@ -11,7 +11,6 @@
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 from collections.abc import Mapping, Sequence
@@ -19,6 +18,8 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+from rlvr_world.runlog import read_jsonl
 
 logger = logging.getLogger(__name__)
 
@@ -37,12 +38,6 @@ METRICS = (
     ("ssim", "SSIM", True),
     ("repetition_rate", "repetition rate", False),
 )
-
-
-def _jsonl(path: Path) -> list[dict[str, Any]]:
-    if not path.exists():
-        return []
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
 
 
 def predicted_frames(
@@ -116,9 +111,11 @@ def write_curves(run_dir: Path) -> Path | None:
     except ImportError:
         logger.warning("matplotlib is not installed (pipeline extra): no curves")
         return None
-    mle = _jsonl(run_dir / "mle_log.jsonl")
-    cont = _jsonl(run_dir / "mle_continued_log.jsonl")
-    steps = [e for e in _jsonl(run_dir / "trainer" / "train_log.jsonl") if e.get("event") == "step"]
+    mle = read_jsonl(run_dir / "mle_log.jsonl")
+    cont = read_jsonl(run_dir / "mle_continued_log.jsonl")
+    steps = [
+        e for e in read_jsonl(run_dir / "trainer" / "train_log.jsonl") if e.get("event") == "step"
+    ]
     fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(11, 4))
     if mle:
         ax1.plot([e["elapsed_s"] for e in mle], [e["loss"] for e in mle], label="MLE")
