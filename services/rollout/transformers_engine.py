@@ -30,6 +30,7 @@ import torch
 from safetensors.torch import load_file
 from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel
 
+from rlvr_world.weights import ADAPTER_CONFIG
 from services.rollout.engine import (
     EngineInfo,
     FinishReason,
@@ -45,7 +46,6 @@ from services.rollout.engine import (
 from services.rollout.sampling import next_tokens
 
 log = logging.getLogger(__name__)
-ADAPTER_CONFIG = "adapter_config.json"
 _DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
 

@@ -53,6 +53,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from rlvr_world.weights import ADAPTER_CONFIG
 from services.rollout.engine import (
     EngineInfo,
     FinishReason,
@@ -67,7 +68,6 @@ from services.rollout.engine import (
 )
 
 log = logging.getLogger(__name__)
-ADAPTER_CONFIG = "adapter_config.json"
 LOGPROBS_MODE = "processed_logprobs"
 #: KV-cache size on CPU when neither the caller nor VLLM_CPU_KVCACHE_SPACE sets one.
 DEFAULT_CPU_KV_CACHE_GIB = 1.0
