@@ -16,22 +16,28 @@ import argparse
 import logging
 import sys
 from collections.abc import Callable, Sequence
-from importlib import import_module
 from typing import Any
 
 from rlvr_world import __version__
+from rlvr_world.apps.healthcheck import add_healthcheck_parser
+from rlvr_world.apps.pipeline.cli import add_run_parser
+from services.decoder.cli import add_serve_decoder_parser
+from services.reward.cli import add_serve_reward_parser
+from services.rollout.cli import add_serve_rollout_parser
+from trainer.cli import add_train_parser
 
 Handler = Callable[[argparse.Namespace], int]
 
-#: (module, function adding the subparser) for subcommands owned by other packages. Imported when
-#: the parser is built; those modules keep their own heavy imports inside their run functions.
-_EXTERNAL_PARSERS: tuple[tuple[str, str], ...] = (
-    ("services.reward.cli", "add_serve_reward_parser"),
-    ("services.rollout.cli", "add_serve_rollout_parser"),
-    ("services.decoder.cli", "add_serve_decoder_parser"),
-    ("trainer.cli", "add_train_parser"),
-    ("rlvr_world.apps.healthcheck", "add_healthcheck_parser"),
-    ("rlvr_world.apps.pipeline.cli", "add_run_parser"),
+#: Functions adding the subcommands owned by other modules, in ``--help`` order. Those modules
+#: import only argparse at the top and keep their heavy imports inside their run functions, so
+#: building the parser stays cheap.
+_SUBCOMMANDS: tuple[Callable[[Any], argparse.ArgumentParser], ...] = (
+    add_serve_reward_parser,
+    add_serve_rollout_parser,
+    add_serve_decoder_parser,
+    add_train_parser,
+    add_healthcheck_parser,
+    add_run_parser,
 )
 
 
@@ -84,14 +90,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     sub = parser.add_subparsers(dest="command", required=True)
     _add_reward_parser(sub)
-    for module_name, func_name in _EXTERNAL_PARSERS:
-        try:
-            module = import_module(module_name)
-        except ModuleNotFoundError as exc:
-            if exc.name is not None and module_name.startswith(exc.name):
-                continue  # that part of the system is not installed in this environment
-            raise
-        getattr(module, func_name)(sub)
+    for add_parser in _SUBCOMMANDS:
+        add_parser(sub)
     return parser
 
 
