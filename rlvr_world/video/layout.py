@@ -101,7 +101,7 @@ class MultiStepVocab:
 
 
 @dataclass(frozen=True)
-class Sequence:
+class TokenSequence:
     """One training/rollout sequence. ``loss_mask`` covers the response only (1 = trained).
 
     ``action_ids`` holds the action token ids (with offset) of every step, in order: the rollout
@@ -150,8 +150,8 @@ def _sequence(
     prompt_length: int,
     loss_mask: list[int],
     actions: list[list[int]],
-) -> Sequence:
-    return Sequence(
+) -> TokenSequence:
+    return TokenSequence(
         input_ids=ids,
         labels=labels,
         attention_mask=[1] * len(ids),
@@ -165,7 +165,7 @@ def _sequence(
 
 def single_step(
     frame_tokens: npt.ArrayLike, action_bins: npt.ArrayLike, vocab: SingleStepVocab
-) -> Sequence:
+) -> TokenSequence:
     """``frame_tokens`` (C+1, P) visual codes; ``action_bins`` (C, D) bins without offset."""
     frames = _int_array("frame_tokens", frame_tokens, 2, vocab.visual_codes)
     actions = _int_array("action_bins", action_bins, 2, vocab.action_bins)
@@ -193,7 +193,7 @@ def multi_step(
     dynamics_tokens: npt.ArrayLike,
     action_bins: npt.ArrayLike,
     vocab: MultiStepVocab,
-) -> Sequence:
+) -> TokenSequence:
     """``context_tokens`` (Pc,), ``dynamics_tokens`` (S, Pd), ``action_bins`` (S, D) (no offsets).
 
     ``action_bins[s]`` is the action of dynamics frame ``s`` (iVideoGPT's ``actions[:, 1:]``).

@@ -46,8 +46,7 @@ from rlvr_world.video.evaluate import (
     score_frames,
     to_uint8,
 )
-from rlvr_world.video.layout import MultiStepVocab, multi_step
-from rlvr_world.video.layout import Sequence as LayoutSequence
+from rlvr_world.video.layout import MultiStepVocab, TokenSequence, multi_step
 from rlvr_world.video.train_mle import clip_arrays, unique_encode
 from rlvr_world.video.world_model import visual_ids
 
@@ -106,8 +105,8 @@ def encode_multistep_clips(
     segment_frames: int,
     *,
     batch_size: int = 64,
-) -> list[LayoutSequence]:
-    """Multi-step ``Sequence``s of clips of ``S + 2`` frames and ``S + 1`` actions (module
+) -> list[TokenSequence]:
+    """Multi-step ``TokenSequence``s of clips of ``S + 2`` frames and ``S + 1`` actions (module
     docstring). ``tokenizer`` is a ``FrameTokenizer``, ``quantizer`` an ``ActionQuantizer`` (the
     layout needs actions to insert). Frames shared by overlapping clips are encoded once."""
     length = clip_length(segment_frames)
@@ -131,12 +130,12 @@ def encode_multistep_clips(
     return out
 
 
-def rollout_inserts(seq: LayoutSequence) -> list[list[int]]:
+def rollout_inserts(seq: TokenSequence) -> list[list[int]]:
     """The forced runs of the interactive rollout: ``a2 .. aS`` (offset ids)."""
     return [list(run) for run in seq.action_ids[1:]]
 
 
-def frame_tokens(seq: LayoutSequence) -> tuple[int, int]:
+def frame_tokens(seq: TokenSequence) -> tuple[int, int]:
     """``(tokens per frame, action dims)`` of a multi-step sequence."""
     dims = len(seq.action_ids[0])
     steps = len(seq.action_ids) - 1
@@ -144,7 +143,7 @@ def frame_tokens(seq: LayoutSequence) -> tuple[int, int]:
     return per, dims
 
 
-def multistep_item(prompt_id: str, seq: LayoutSequence, frames: NDArray[np.uint8]) -> PromptItem:
+def multistep_item(prompt_id: str, seq: TokenSequence, frames: NDArray[np.uint8]) -> PromptItem:
     """The orchestrator's item of one clip: prompt ``ctx d1 a1``, true frames ``2..S``, the
     previous frame ``d1`` (repetition check) and the inserts ``a2..aS``."""
     per, dims = frame_tokens(seq)
@@ -206,7 +205,7 @@ def sample_multistep(
 
 
 def _prompts_and_inserts(
-    sequences: Sequence[LayoutSequence],
+    sequences: Sequence[TokenSequence],
 ) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
     prompts = np.array([s.prompt_ids for s in sequences], dtype=np.int64)
     inserts = np.array([rollout_inserts(s) for s in sequences], dtype=np.int64)
@@ -216,7 +215,7 @@ def _prompts_and_inserts(
 def predicted_multistep(
     model: PreTrainedModel,
     frame_tokenizer: Any,
-    sequences: Sequence[LayoutSequence],
+    sequences: Sequence[TokenSequence],
     vocab: MultiStepVocab,
     cfg: EvalConfig,
 ) -> tuple[NDArray[np.int64], NDArray[Any]]:
@@ -228,7 +227,7 @@ def predicted_multistep(
     return tokens, np.asarray(frames).reshape(*tokens.shape[:2], *np.asarray(frames).shape[1:])
 
 
-def _true_tokens(seq: LayoutSequence) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
+def _true_tokens(seq: TokenSequence) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
     """``(d1 (P,), d2..dS (T, P))`` dynamics tokens of a sequence."""
     per, dims = frame_tokens(seq)
     steps = len(seq.action_ids) - 1
@@ -249,7 +248,7 @@ def evaluate_multistep(
     segment_frames: int,
     perceptual: PerceptualScorer | None = None,
     out_dir: Path | None = None,
-    sequences: Sequence[LayoutSequence] | None = None,
+    sequences: Sequence[TokenSequence] | None = None,
 ) -> dict[str, Any]:
     """Held-out multi-step rollouts (true actions inserted), scored frame by frame against the
     true frames ``2..S``; every metric is the mean over all predicted frames of all clips

@@ -1,10 +1,10 @@
 """Maximum-likelihood (teacher-forced) training of the video world model on layout sequences.
 
 What it does: ``train_mle`` minimises the token-mean cross-entropy of a causal LM on the labels of
-``rlvr_world.video.layout.Sequence``s (labels are -100 on the history, so only the predicted frame
-and its EOS, or the dynamics tokens of a multi-step layout, are trained). AdamW (decoupled weight
-decay, none on norms and biases), linear warm-up then ``constant`` / ``cosine`` / ``linear`` decay
-over ``steps``, gradient clipping by global norm, shuffled batches drawn epoch by epoch from a
+``rlvr_world.video.layout.TokenSequence``s (labels are -100 on the history, so only the predicted
+frame and its EOS, or the dynamics tokens of a multi-step layout, are trained). AdamW (decoupled
+weight decay, none on norms and biases), linear warm-up then ``constant`` / ``cosine`` / ``linear``
+decay over ``steps``, gradient clipping by global norm, shuffled batches drawn epoch by epoch from a
 seeded generator. It stops after ``steps`` steps or after ``time_budget_s`` seconds of training,
 whichever comes first, so "continue MLE for the same wall time as an RLVR run" is one call.
 Each step appends a JSON line (step, loss, lr, grad norm, tokens, elapsed seconds) to ``log_path``.
@@ -19,7 +19,6 @@ data loading or frame tokenising (``encode_clips`` only glues the tokenizer, qua
 from __future__ import annotations
 
 import hashlib
-import importlib
 import json
 import logging
 import math
@@ -31,6 +30,8 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
+
+from rlvr_world.video.layout import single_step
 
 if TYPE_CHECKING:
     import torch
@@ -298,13 +299,12 @@ def encode_clips(
     *,
     batch_size: int = 64,
 ) -> list[Any]:
-    """Single-step ``Sequence``s of clips (``data.Clip`` or pairs ``(frames uint8 (C+1,H,W,3),
+    """Single-step ``TokenSequence``s of clips (``data.Clip`` or pairs ``(frames uint8 (C+1,H,W,3),
     actions (C,D))``).
 
     ``tokenizer`` is a ``FrameTokenizer`` (``encode_frames``), ``quantizer`` an ``ActionQuantizer``
     or None when the clips have no actions (D = 0). Frames shared by overlapping clips (same
     bytes) are encoded once."""
-    layout = importlib.import_module("rlvr_world.video.layout")
     if not clips:
         return []
     arrays = [clip_arrays(c) for c in clips]
@@ -319,6 +319,6 @@ def encode_clips(
             if quantizer is not None
             else np.zeros((n - 1, 0), dtype=np.int64)
         )
-        out.append(layout.single_step(tokens[at : at + n], bins, vocab))
+        out.append(single_step(tokens[at : at + n], bins, vocab))
         at += n
     return out

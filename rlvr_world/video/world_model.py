@@ -22,13 +22,14 @@ tokenizer (``tokenizer``); torch and transformers are imported lazily.
 from __future__ import annotations
 
 import dataclasses
-import importlib
 import json
 import logging
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
+
+from rlvr_world.video.layout import MultiStepVocab, SingleStepVocab
 
 if TYPE_CHECKING:
     from transformers import LlamaForCausalLM, PreTrainedModel
@@ -37,8 +38,12 @@ log = logging.getLogger(__name__)
 
 VIDEO_JSON = "video.json"
 BOS_TOKEN, EOS_TOKEN = "<bos>", "<eos>"
-#: Layout vocabulary classes ``video.json`` may name (``rlvr_world.video.layout``).
-VOCAB_KINDS = ("SingleStepVocab", "MultiStepVocab")
+#: Layout vocabulary classes ``video.json`` may name (``rlvr_world.video.layout``), by name.
+VOCAB_CLASSES: dict[str, type[SingleStepVocab] | type[MultiStepVocab]] = {
+    "SingleStepVocab": SingleStepVocab,
+    "MultiStepVocab": MultiStepVocab,
+}
+VOCAB_KINDS = tuple(VOCAB_CLASSES)
 
 
 class Vocab(Protocol):
@@ -108,8 +113,7 @@ def vocab_from_dict(data: Mapping[str, Any]) -> Any:
     kind = data.get("kind")
     if kind not in VOCAB_KINDS:
         raise ValueError(f"vocab.kind: {kind!r} is not one of {', '.join(VOCAB_KINDS)}")
-    layout = importlib.import_module("rlvr_world.video.layout")
-    return getattr(layout, str(kind))(**{k: v for k, v in data.items() if k != "kind"})
+    return VOCAB_CLASSES[str(kind)](**{k: v for k, v in data.items() if k != "kind"})
 
 
 def visual_ids(vocab: Any) -> range:

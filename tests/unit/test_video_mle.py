@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from rlvr_world.video.actions import ActionQuantizer
-from rlvr_world.video.layout import Sequence, SingleStepVocab, single_step
+from rlvr_world.video.layout import SingleStepVocab, TokenSequence, single_step
 from rlvr_world.video.tokenizer import FrameTokenizer, TokenizerConfig
 from rlvr_world.video.train_mle import (
     TRAIN_STATE,
@@ -31,7 +31,7 @@ TINY = {"hidden": 64, "layers": 2, "heads": 4, "max_len": 32}
 P = 4  # tokens per frame
 
 
-def copy_sequences(n: int, seed: int = 0) -> list[Sequence]:
+def copy_sequences(n: int, seed: int = 0) -> list[TokenSequence]:
     """Clips whose next frame repeats the last context frame: learnable by a tiny model."""
     rng = np.random.default_rng(seed)
     out = []
@@ -58,7 +58,7 @@ def test_lr_schedule_warmup_then_cosine_to_floor() -> None:
 
 def test_collate_right_pads_with_ignored_labels() -> None:
     a = copy_sequences(1)[0]
-    short = Sequence(
+    short = TokenSequence(
         input_ids=[1, 2, 3],
         labels=[-100, 2, 3],
         attention_mask=[1, 1, 1],
@@ -123,7 +123,7 @@ def test_resume_from_checkpoint_matches_uninterrupted_run(tmp_path: Path) -> Non
 def test_rejects_sequences_without_targets() -> None:
     model = build_world_model(VOCAB, seed=0, **TINY)
     s = copy_sequences(1)[0]
-    blank = Sequence(
+    blank = TokenSequence(
         input_ids=s.input_ids,
         labels=[-100] * len(s.labels),
         attention_mask=s.attention_mask,
