@@ -11,7 +11,8 @@ import pytest
 from pydantic import ValidationError
 
 from rlvr_world.apps.video.config import VideoPipelineConfig, load_video_config
-from rlvr_world.apps.video.pipeline import VideoRun, spread
+from rlvr_world.apps.video.episodes import spread
+from rlvr_world.apps.video.pipeline import VideoRun
 from rlvr_world.apps.video.report import metrics_table
 from rlvr_world.items import load_items, save_items, video_frames, video_item
 

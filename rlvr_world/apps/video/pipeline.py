@@ -28,6 +28,10 @@ generate the ``S - 1`` frames interleaved with the true actions (rollout ``inser
 with the mean over frames and train with the actions masked out; evaluation rolls out the same
 way in-process and averages the metrics over frames; ``compare.png`` shows the last predicted
 frame ``dS`` after the context ``ctx, d1``.
+
+``VideoRun`` runs the phases in order and keeps the summary; the episodes and clips of phase 1 are
+``episodes``, the services, trainer and orchestrator of phase 4 are ``rl``, the pictures and
+``report.md`` of phase 6 are ``report``.
 """
 
 from __future__ import annotations
@@ -35,45 +39,27 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-import random
 import time
 from collections.abc import Sequence
-from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
 import numpy as np
-import yaml
 
 from rlvr_world.apps.orchestrator.worker import OrchestratorConfig
-from rlvr_world.apps.pipeline.runner import orchestrate_until_trainer_exits, requests_forever
-from rlvr_world.apps.pipeline.stack import Addresses, start_services, trainer_spec
-from rlvr_world.apps.supervisor import Supervisor
+from rlvr_world.apps.video import rl as rl_phase
 from rlvr_world.apps.video.config import VideoPipelineConfig
-from rlvr_world.items import PromptItem, video_item
-from rlvr_world.queue.server import RedisHandle, start_embedded
+from rlvr_world.apps.video.episodes import (
+    PUSHT_ACTION_RANGES,
+    Clip,
+    clip_pairs,
+    run_episodes,
+    spread,
+)
+from rlvr_world.items import PromptItem
 from rlvr_world.runlog import JsonlLog
-from rlvr_world.video.world_model import visual_ids
 
 logger = logging.getLogger(__name__)
-
-Clip = tuple[np.ndarray, np.ndarray]
-#: PushT's action space: the target agent position, (x, y) in [0, 512].
-PUSHT_ACTION_RANGES = np.array([[0.0, 512.0], [0.0, 512.0]])
-
-
-def clip_pairs(episodes: Sequence[Any], length: int) -> list[Clip]:
-    """Every ``(frames (length, H, W, 3), actions (length - 1, D))`` window of the episodes."""
-    from rlvr_world.video.data import clips
-
-    return [(c.frames, c.actions) for c in clips(episodes, length)]
-
-
-def spread(items: Sequence[Any], k: int, seed: int) -> list[Any]:
-    """``k`` items drawn without replacement by a seeded shuffle (all when fewer)."""
-    order = list(range(len(items)))
-    random.Random(seed).shuffle(order)
-    return [items[i] for i in sorted(order[:k])]
 
 
 class VideoRun:
@@ -94,25 +80,11 @@ class VideoRun:
     # ------------------------------------------------------------ 1. data
 
     def data(self) -> tuple[list[Any], list[Any]]:
-        from rlvr_world.video.data import load_episodes, resize_episode, split_episodes
+        from rlvr_world.video.data import split_episodes
 
         d = self.cfg.data
         t0 = time.perf_counter()
-        if d.source == "pusht":
-            from rlvr_world.video.pusht import record_pusht
-
-            folder = self.run_dir / "data" / "pusht"
-            existing = sorted(folder.glob("ep*.npz")) if folder.is_dir() else []
-            paths = (
-                existing
-                if len(existing) == d.episodes
-                else record_pusht(d.episodes, d.steps, d.seed, folder)
-            )
-            episodes = load_episodes(paths)
-        else:
-            assert d.dir is not None
-            episodes = load_episodes(d.dir)
-        episodes = [resize_episode(e, d.image_size) for e in episodes]
+        episodes = run_episodes(d, self.run_dir)
         train, test = split_episodes(episodes, d.held_out, seed=d.seed)
         self._phase(
             "data",
@@ -236,98 +208,32 @@ class VideoRun:
     # ------------------------------------------------------------ 4. RLVR
 
     def rl_items(self, clips: Sequence[Clip], sequences: Sequence[Any]) -> list[PromptItem]:
-        per = self.tokens_per_frame
-        if self.multi_step:
-            from rlvr_world.video.multistep import multistep_item
-
-            return [
-                multistep_item(f"clip{i:05d}", seq, frames)
-                for i, ((frames, _), seq) in enumerate(zip(clips, sequences, strict=True))
-            ]
-        return [
-            video_item(
-                f"clip{i:05d}",
-                seq.prompt_ids,
-                frames[-1],
-                frames[-2],
-                target_tokens=seq.response_ids[:per],
-            )
-            for i, ((frames, _), seq) in enumerate(zip(clips, sequences, strict=True))
-        ]
+        return rl_phase.rl_items(clips, sequences, self.tokens_per_frame, self.multi_step)
 
     def trainer_yaml(self, model: Path, redis_url: str) -> Path:
-        rl = self.cfg.rl
-        cfg = {
-            "model": {"path": str(model), "temperature": rl.temperature},
-            "optim": {"lr": rl.lr},
-            "grpo": {"kl_coef": rl.kl_coef},
-            "batch": {
-                "groups_per_step": rl.groups_per_step,
-                "micro_batch_size": rl.micro_batch_size,
-            },
-            "queue": {
-                "redis_url": redis_url,
-                "max_staleness": rl.max_staleness,
-                "idle_timeout_s": self.cfg.run.trainer_idle_timeout_s,
-            },
-            "run": {
-                "run_dir": str(self.run_dir / "trainer"),
-                "total_steps": rl.steps,
-                "checkpoint_every": 1,
-                "keep_checkpoints": 2,
-                "device": self.cfg.run.device,
-                "progress": False,
-            },
-        }
-        path = self.run_dir / "trainer.yaml"
-        path.write_text(yaml.safe_dump(cfg, sort_keys=False))
-        return path
+        return rl_phase.write_trainer_yaml(self.cfg, model, redis_url, self.run_dir)
 
     @property
     def rollout_max_tokens(self) -> int:
         """The rollout server's token limit: one frame, or S - 1 frames and their actions."""
-        if self.multi_step:
-            steps = self.cfg.model.segment_frames - 1
-            return steps * (self.tokens_per_frame + self.quantizer.dims)
-        return self.tokens_per_frame
+        return rl_phase.rollout_max_tokens(self.cfg, self.tokens_per_frame, self.quantizer.dims)
 
     def orchestrator_config(self) -> OrchestratorConfig:
-        rl = self.cfg.rl
-        return OrchestratorConfig(
-            group_size=rl.group_size,
-            max_tokens=self.tokens_per_frame,
-            temperature=rl.temperature,
-            max_inflight=rl.max_inflight,
-            max_staleness=rl.max_staleness,
-            allowed_tokens=(0, len(visual_ids(self.vocab))),
-            ignore_eos=True,
-            video_weights=dict(rl.weights),
-            drain_s=5.0,
-        )
+        return rl_phase.orchestrator_config(self.cfg, self.tokens_per_frame, self.vocab)
 
     async def rl(self, model: Path, tokenizer_dir: Path, items: list[PromptItem]) -> Path:
-        r = self.cfg.run
-        redis = start_embedded(self.run_dir / "redis")
-        try:
-            with Supervisor(self.run_dir) as sup:
-                addrs = start_services(
-                    sup,
-                    model=model,
-                    redis_url=redis.url,
-                    max_tokens=self.rollout_max_tokens,
-                    timeout_s=r.service_start_timeout_s,
-                    video_tokenizer=tokenizer_dir,
-                )
-                self.log.write("services", **asdict(addrs))
-                tpath = self.trainer_yaml(model, redis.url)
-                t0 = time.perf_counter()
-                sup.start(trainer_spec(tpath), timeout_s=r.service_start_timeout_s)
-                stats = await self._orchestrate(sup, addrs, redis, items)
-                code = sup.get("trainer").popen.wait()
-                seconds = time.perf_counter() - t0
-        finally:
-            redis.close()
-        final = self._final_checkpoint()
+        out = await rl_phase.run_rl(
+            self.cfg,
+            self.run_dir,
+            self.log,
+            model=model,
+            tokenizer_dir=tokenizer_dir,
+            items=items,
+            max_tokens=self.rollout_max_tokens,
+            orchestrator=self.orchestrator_config(),
+        )
+        code, stats, seconds = out.trainer_exit, out.stats, out.seconds
+        final = rl_phase.final_checkpoint(self.run_dir / "trainer")
         fields = {
             "trainer_exit": code,
             "pushed": stats.pushed,
@@ -341,30 +247,6 @@ class VideoRun:
         if code != 0:
             raise RuntimeError(f"trainer exited with {code}; see {self.run_dir}/logs/trainer.log")
         return final
-
-    async def _orchestrate(
-        self, sup: Supervisor, addrs: Addresses, redis: RedisHandle, items: list[PromptItem]
-    ) -> Any:
-        rl = self.cfg.rl
-        return await orchestrate_until_trainer_exits(
-            self.orchestrator_config(),
-            sup,
-            addrs,
-            redis,
-            requests_forever(items, self.cfg.data.seed),
-            run_dir=self.run_dir,
-            max_len=rl.groups_per_step * max(1, rl.max_staleness),
-            total=rl.steps * rl.groups_per_step,
-            progress=self.cfg.run.progress,
-        )
-
-    def _final_checkpoint(self) -> Path:
-        from trainer.checkpoint import latest_checkpoint
-
-        path = latest_checkpoint(self.run_dir / "trainer")
-        if path is None:
-            raise RuntimeError(f"the trainer wrote no checkpoint under {self.run_dir}/trainer")
-        return path
 
     # ------------------------------------------------------------ 5. baseline
 
