@@ -29,10 +29,13 @@ vllm-setup:
 run: $(STAMP)
 	$(BIN)/rlvr-world run configs/pipeline/kitchen_tiny.yaml
 
+# Lint, types, and the layers of pyproject.toml's import-linter contract (core < services |
+# trainer < rlvr_world.apps).
 lint: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
+	$(BIN)/lint-imports --no-logo
 
 # The test command of the README and of CI: lint, type-check, then every test, slow ones included
 # (about 8 minutes on 2 cores; gpu-marked tests skip with a reason where CUDA is absent).
@@ -53,4 +56,4 @@ bench: $(STAMP)
 	for b in bench/*.py; do echo "== $$b"; $(BIN)/python $$b || exit 1; done
 
 clean:
-	rm -rf $(VENV) $(VLLM_VENV) runs .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) $(VLLM_VENV) runs .pytest_cache .mypy_cache .ruff_cache .import_linter_cache
