@@ -7,6 +7,7 @@ Subcommands:
   serve rollout  run the rollout service (transformers engine)
   serve decoder  run the token decoding service
   train          run the GRPO trainer fed by the Redis Stream
+  collect web    record MiniWoB++ transitions in headless Chromium (resumable)
   healthcheck    probe a service's gRPC health or HTTP readiness (container healthchecks)
 """
 
@@ -32,6 +33,7 @@ _EXTERNAL_PARSERS: tuple[tuple[str, str], ...] = (
     ("trainer.cli", "add_train_parser"),
     ("rlvr_world.healthcheck", "add_healthcheck_parser"),
     ("rlvr_world.pipeline.cli", "add_run_parser"),
+    ("rlvr_world.apps.collect.cli", "add_collect_parser"),
 )
 
 
