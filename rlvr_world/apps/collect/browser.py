@@ -10,21 +10,27 @@ episode's end and reward from MiniWoB's globals.
 Errors are typed so the collector can record them as failures: ``PageLoadFailed`` (navigation
 error, or the page has no MiniWoB ``core``), ``BrowserCrashed`` (the renderer or the browser went
 away; the ``Browser`` is unusable after it), ``ActionUnavailable`` (the element has no box on
-screen to click). What it does not do: choose actions, write files, or restart itself.
+screen to click). Every browser call has a deadline (``call_timeout_s``): Playwright's CDP
+sessions never answer once the renderer is gone, and a page stuck in a script never answers
+either; both become ``BrowserCrashed``. Built on Playwright's asyncio API for those deadlines.
+What it does not do: choose actions, write files, or restart itself.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import logging
 import shutil
 import tempfile
 import time
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Awaitable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from types import TracebackType
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeVar
+
+if TYPE_CHECKING:
+    from playwright.async_api import BrowserContext, CDPSession, Page, Playwright
 
 from rlvr_world.web.axtree import AxSnapshot, EpisodeIds, serialise_ax_tree
 
@@ -50,6 +56,8 @@ CHROMIUM_ARGS = (
 )
 #: MiniWoB's own display around the task (last reward, countdown, click marks, start cover).
 HUD_ELEMENT_IDS = ("reward-display", "click-canvas", "sync-task-cover")
+T = TypeVar("T")
+
 #: The episode timer, in ms: long enough that a slow machine never ends an episode by time.
 EPISODE_MAX_MS = 3_600_000
 
@@ -75,79 +83,98 @@ class BrowserSettings:
     settle_s: float = 0.3  # the tree must stay the same this long after an action
     max_settle_s: float = 5.0  # ... or this long has passed (then the step is "unsettled")
     poll_s: float = 0.05
+    call_timeout_s: float = 30.0  # any one browser call; past it the browser counts as crashed
     width: int = 800
     height: int = 600
 
 
 class Browser:
-    """One Chromium process with a fresh profile and one page (module docstring)."""
+    """One Chromium process with a fresh profile and one page (module docstring).
 
-    def __init__(self, settings: BrowserSettings) -> None:
-        from playwright.sync_api import sync_playwright
+    Made by ``await Browser.launch(settings)``; ``await close()`` when done."""
+
+    def __init__(
+        self,
+        settings: BrowserSettings,
+        *,
+        profile: Path,
+        playwright: Playwright,
+        context: BrowserContext,
+        page: Page,
+        cdp: CDPSession,
+    ) -> None:
+        self.settings = settings
+        self.crashed = False
+        self._profile = profile
+        self._pw = playwright
+        self._context = context
+        self._page = page
+        self._cdp = cdp
+        self._exclude: frozenset[int] = frozenset()
+        page.on("crash", self._on_crash)
+
+    @classmethod
+    async def launch(cls, settings: BrowserSettings) -> Browser:
+        """Start Chromium (``FileNotFoundError`` when the binary is missing)."""
+        from playwright.async_api import async_playwright
 
         if not settings.executable.is_file():
             raise FileNotFoundError(
                 f"Chromium not found at {settings.executable}: install Debian's chromium "
                 "(scripts/setup_chromium.sh) or pass --chromium PATH"
             )
-        self.settings = settings
-        self.crashed = False
-        self._profile = Path(tempfile.mkdtemp(prefix="rlvr-chromium-"))
-        self._pw = sync_playwright().start()
+        profile = Path(tempfile.mkdtemp(prefix="rlvr-chromium-"))
+        pw = await async_playwright().start()
         try:
-            self._context = self._pw.chromium.launch_persistent_context(
-                str(self._profile),
-                executable_path=str(settings.executable),
-                headless=True,
-                args=list(CHROMIUM_ARGS),
-                viewport={"width": settings.width, "height": settings.height},
+            context = await asyncio.wait_for(
+                pw.chromium.launch_persistent_context(
+                    str(profile),
+                    executable_path=str(settings.executable),
+                    headless=True,
+                    args=list(CHROMIUM_ARGS),
+                    viewport={"width": settings.width, "height": settings.height},
+                ),
+                settings.call_timeout_s,
             )
-            self._page = self._context.pages[0] if self._context.pages else self._context.new_page()
-            self._page.on("crash", self._on_crash)
-            self._cdp = self._context.new_cdp_session(self._page)
-        except Exception:
-            self._pw.stop()
-            shutil.rmtree(self._profile, ignore_errors=True)
+            page = context.pages[0] if context.pages else await context.new_page()
+            cdp = await context.new_cdp_session(page)
+        except BaseException:
+            await pw.stop()
+            shutil.rmtree(profile, ignore_errors=True)
             raise
-        self._exclude: frozenset[int] = frozenset()
+        return cls(settings, profile=profile, playwright=pw, context=context, page=page, cdp=cdp)
 
     def _on_crash(self, _page: Any) -> None:
         logger.warning("the page's renderer crashed")
         self.crashed = True
 
-    # ------------------------------------------------------------------ lifecycle
-
-    def close(self) -> None:
+    async def close(self) -> None:
         """Stop the browser and remove its profile; safe after a crash and twice."""
         try:
-            self._context.close()
-        except Exception as exc:  # a crashed browser may refuse; the process goes with stop()
+            await asyncio.wait_for(self._context.close(), self.settings.call_timeout_s)
+        except Exception as exc:  # a crashed or stuck browser; stopping the driver ends it
             logger.debug("closing the browser context: %s", exc)
         try:
-            self._pw.stop()
+            await self._pw.stop()
         finally:
             shutil.rmtree(self._profile, ignore_errors=True)
 
-    def __enter__(self) -> Browser:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
-
-    @contextmanager
-    def _guard(self, failure: type[Exception]) -> Iterator[None]:
-        """Turn Playwright errors into ``BrowserCrashed`` (if the page is gone) or ``failure``."""
-        from playwright.sync_api import Error
+    async def _call(self, awaitable: Awaitable[T], failure: type[Exception]) -> T:
+        """Await one browser call with the deadline; Playwright errors become
+        ``BrowserCrashed`` (the page or browser is gone) or ``failure``."""
+        from playwright.async_api import Error
 
         if self.crashed:
+            if asyncio.iscoroutine(awaitable):
+                awaitable.close()
             raise BrowserCrashed("the page crashed earlier")
         try:
-            yield
+            return await asyncio.wait_for(awaitable, self.settings.call_timeout_s)
+        except TimeoutError:
+            self.crashed = True
+            raise BrowserCrashed(
+                f"no answer from the browser in {self.settings.call_timeout_s:g} s"
+            ) from None
         except Error as exc:
             message = str(exc).split("\n", 1)[0]
             gone = self._page.is_closed() or any(
@@ -158,62 +185,70 @@ class Browser:
                 raise BrowserCrashed(message) from exc
             raise failure(message) from exc
 
+    async def evaluate(self, expression: str, arg: Any = None) -> Any:
+        """Run JavaScript in the page (``BrowserCrashed`` if it is gone)."""
+        return await self._call(self._page.evaluate(expression, arg), BrowserCrashed)
+
     # ------------------------------------------------------------------ task pages
 
-    def start_task(self, url: str, seed: str) -> str:
+    async def start_task(self, url: str, seed: str) -> str:
         """Load a task page, seed its random numbers, start an episode; returns the objective."""
-        with self._guard(PageLoadFailed):
-            self._page.goto(url, wait_until="load", timeout=self.settings.page_timeout_s * 1000)
-            if not self._page.evaluate(
-                "typeof core === 'object' && typeof genProblem === 'function' "
-                "&& typeof Math.seedrandom === 'function'"
-            ):
-                raise PageLoadFailed(f"{url}: no MiniWoB core (core.js missing or failed to run)")
-            try:
-                self._page.evaluate(
-                    "([seed, maxMs]) => { Math.seedrandom(seed); core.EPISODE_MAX_TIME = maxMs;"
-                    " core.startEpisodeReal(); }",
-                    [seed, EPISODE_MAX_MS],
-                )
-            except Exception as exc:
-                if self.crashed:
-                    raise
-                raise PageLoadFailed(f"{url}: the task script failed: {exc}") from exc
-            deadline = time.monotonic() + self.settings.page_timeout_s
-            while not self._page.evaluate("WOB_TASK_READY === true"):
-                if time.monotonic() > deadline:
-                    raise PageLoadFailed(f"{url}: the task never became ready")
-                time.sleep(self.settings.poll_s)
-            self._exclude = frozenset(self._hud_backend_ids())
-            objective = self._page.evaluate("core.getUtterance()")
-        return str(objective)
+        timeout_ms = self.settings.page_timeout_s * 1000
+        await self._call(
+            self._page.goto(url, wait_until="load", timeout=timeout_ms), PageLoadFailed
+        )
+        ready = await self.evaluate(
+            "typeof core === 'object' && typeof genProblem === 'function' "
+            "&& typeof Math.seedrandom === 'function'"
+        )
+        if not ready:
+            raise PageLoadFailed(f"{url}: no MiniWoB core (core.js missing or failed to run)")
+        start = self._page.evaluate(
+            "([seed, maxMs]) => { Math.seedrandom(seed); core.EPISODE_MAX_TIME = maxMs;"
+            " core.startEpisodeReal(); }",
+            [seed, EPISODE_MAX_MS],
+        )
+        try:
+            await self._call(start, PageLoadFailed)
+        except PageLoadFailed as exc:
+            raise PageLoadFailed(f"{url}: the task script failed: {exc}") from exc
+        deadline = time.monotonic() + self.settings.page_timeout_s
+        while not await self.evaluate("WOB_TASK_READY === true"):
+            if time.monotonic() > deadline:
+                raise PageLoadFailed(f"{url}: the task never became ready")
+            await asyncio.sleep(self.settings.poll_s)
+        self._exclude = frozenset(await self._hud_backend_ids())
+        return str(await self.evaluate("core.getUtterance()"))
 
-    def _hud_backend_ids(self) -> list[int]:
+    async def _send(self, method: str, params: dict[str, Any] | None = None) -> dict[str, Any]:
+        result: dict[str, Any] = await self._call(self._cdp.send(method, params), BrowserCrashed)
+        return result
+
+    async def _hud_backend_ids(self) -> list[int]:
         ids = []
         for element_id in HUD_ELEMENT_IDS:
-            found = self._cdp.send(
+            found = await self._send(
                 "Runtime.evaluate", {"expression": f"document.getElementById('{element_id}')"}
             )
             object_id = found.get("result", {}).get("objectId")
             if object_id is None:
                 continue
-            node = self._cdp.send("DOM.describeNode", {"objectId": object_id})["node"]
+            node = (await self._send("DOM.describeNode", {"objectId": object_id}))["node"]
             ids.append(int(node["backendNodeId"]))
         return ids
 
-    def episode_state(self) -> tuple[bool, float]:
+    async def episode_state(self) -> tuple[bool, float]:
         """``(done, raw reward)`` of the current episode."""
-        with self._guard(BrowserCrashed):
-            done, reward = self._page.evaluate("[WOB_DONE_GLOBAL, WOB_RAW_REWARD_GLOBAL]")
+        done, reward = await self.evaluate("[WOB_DONE_GLOBAL, WOB_RAW_REWARD_GLOBAL]")
         return bool(done), float(reward)
 
     # ------------------------------------------------------------------ trees
 
-    def _nodes(self) -> list[dict[str, Any]]:
-        nodes: list[dict[str, Any]] = self._cdp.send("Accessibility.getFullAXTree")["nodes"]
+    async def _nodes(self) -> list[dict[str, Any]]:
+        nodes: list[dict[str, Any]] = (await self._send("Accessibility.getFullAXTree"))["nodes"]
         return nodes
 
-    def snapshot(
+    async def snapshot(
         self, ids: EpisodeIds, replacements: Sequence[tuple[str, str]] = ()
     ) -> tuple[AxSnapshot, bool]:
         """The tree once it has not changed for ``settle_s``; ``(tree, settled)``.
@@ -221,33 +256,35 @@ class Browser:
         Polling compares trees by Chromium's node ids, so elements that come and go while the
         page settles take no episode ids; only the final tree is numbered with ``ids``."""
         s = self.settings
-        with self._guard(BrowserCrashed):
-            start = time.monotonic()
-            nodes = self._nodes()
-            key = _signature(nodes, self._exclude)
-            stable_since = start
-            while True:
-                now = time.monotonic()
-                if now - stable_since >= s.settle_s:
-                    settled = True
-                    break
-                if now - start >= s.max_settle_s:
-                    settled = False
-                    break
-                time.sleep(s.poll_s)
-                nodes = self._nodes()
-                new_key = _signature(nodes, self._exclude)
-                if new_key != key:
-                    key, stable_since = new_key, time.monotonic()
+        start = time.monotonic()
+        nodes = await self._nodes()
+        key = _signature(nodes, self._exclude)
+        stable_since = start
+        while True:
+            now = time.monotonic()
+            if now - stable_since >= s.settle_s:
+                settled = True
+                break
+            if now - start >= s.max_settle_s:
+                settled = False
+                break
+            await asyncio.sleep(s.poll_s)
+            nodes = await self._nodes()
+            new_key = _signature(nodes, self._exclude)
+            if new_key != key:
+                key, stable_since = new_key, time.monotonic()
         tree = serialise_ax_tree(nodes, ids, exclude=self._exclude, replacements=replacements)
         return tree, settled
 
     # ------------------------------------------------------------------ actions
 
-    def _centre(self, backend_id: int) -> tuple[float, float]:
-        with self._guard(ActionUnavailable):
-            self._cdp.send("DOM.scrollIntoViewIfNeeded", {"backendNodeId": backend_id})
-            quads = self._cdp.send("DOM.getContentQuads", {"backendNodeId": backend_id})["quads"]
+    async def _centre(self, backend_id: int) -> tuple[float, float]:
+        params = {"backendNodeId": backend_id}
+        scroll = self._cdp.send("DOM.scrollIntoViewIfNeeded", params)
+        await self._call(scroll, ActionUnavailable)
+        quads = (
+            await self._call(self._cdp.send("DOM.getContentQuads", params), ActionUnavailable)
+        )["quads"]
         for quad in quads:
             xs, ys = quad[0::2], quad[1::2]
             if max(xs) - min(xs) >= 1 and max(ys) - min(ys) >= 1:
@@ -256,33 +293,32 @@ class Browser:
                     return x, y
         raise ActionUnavailable(f"element {backend_id} has no box inside the viewport")
 
-    def click(self, backend_id: int) -> None:
+    async def click(self, backend_id: int) -> None:
         """A real mouse click at the centre of the element's first box."""
-        x, y = self._centre(backend_id)
-        with self._guard(BrowserCrashed):
-            self._page.mouse.click(x, y)
+        x, y = await self._centre(backend_id)
+        await self._call(self._page.mouse.click(x, y), BrowserCrashed)
 
-    def type_text(self, backend_id: int, text: str, enter: bool) -> None:
+    async def type_text(self, backend_id: int, text: str, enter: bool) -> None:
         """Click the element, type ``text`` key by key, then Enter if asked."""
-        self.click(backend_id)
-        with self._guard(BrowserCrashed):
-            self._page.keyboard.type(text)
-            if enter:
-                self._page.keyboard.press("Enter")
+        await self.click(backend_id)
+        await self._call(self._page.keyboard.type(text), BrowserCrashed)
+        if enter:
+            await self._call(self._page.keyboard.press("Enter"), BrowserCrashed)
 
-    def crash_page(self) -> None:
-        """Crash the page's renderer (CDP ``Page.crash``): how the collector's crash handling is
-        exercised on a real browser."""
-        from playwright.sync_api import Error
+    async def crash_page(self) -> None:
+        """Crash the page's renderer (``chrome://crash``), as a real crash would, and wait for
+        Chromium to report it: how the collector's crash handling is exercised."""
+        from playwright.async_api import Error
 
         try:
-            self._cdp.send("Page.crash")
-        except Error as exc:  # the session dies with the renderer
-            logger.debug("Page.crash: %s", exc)
-        deadline = time.monotonic() + self.settings.page_timeout_s
+            await asyncio.wait_for(self._page.goto("chrome://crash"), self.settings.call_timeout_s)
+        except (Error, TimeoutError) as exc:  # the navigation dies with the renderer
+            logger.debug("chrome://crash: %s", exc)
+        deadline = time.monotonic() + self.settings.call_timeout_s
         while not self.crashed and time.monotonic() < deadline:
-            self._page.wait_for_timeout(50) if not self._page.is_closed() else None
-            time.sleep(self.settings.poll_s)
+            with contextlib.suppress(Error, TimeoutError):
+                await asyncio.wait_for(self._page.evaluate("0"), self.settings.call_timeout_s)
+            await asyncio.sleep(self.settings.poll_s)
 
 
 def _signature(nodes: Sequence[dict[str, Any]], exclude: frozenset[int]) -> tuple[str, ...]:

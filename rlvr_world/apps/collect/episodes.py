@@ -104,7 +104,9 @@ class _NothingToActOn(ActionUnavailable):
     """The tree has no line that stands for a DOM node."""
 
 
-def _act(browser: Browser, tree: AxSnapshot, objective: str, rng: random.Random) -> PlannedAction:
+async def _act(
+    browser: Browser, tree: AxSnapshot, objective: str, rng: random.Random
+) -> PlannedAction:
     """Pick and perform an action; ``ActionUnavailable`` when no pick could be performed."""
     tried: set[int] = set()
     last = "every element the policy picked was refused"
@@ -118,9 +120,9 @@ def _act(browser: Browser, tree: AxSnapshot, objective: str, rng: random.Random)
         assert line is not None and line.backend_id is not None  # the policy picks such lines
         try:
             if action.kind == "click":
-                browser.click(line.backend_id)
+                await browser.click(line.backend_id)
             else:
-                browser.type_text(line.backend_id, action.text, action.enter)
+                await browser.type_text(line.backend_id, action.text, action.enter)
         except ActionUnavailable as exc:
             tried.add(action.node_id)
             last = f"{action.render()}: {exc}"
@@ -129,20 +131,20 @@ def _act(browser: Browser, tree: AxSnapshot, objective: str, rng: random.Random)
     raise ActionUnavailable(last)
 
 
-def record_episode(browser: Browser, spec: EpisodeSpec) -> EpisodeResult:
+async def record_episode(browser: Browser, spec: EpisodeSpec) -> EpisodeResult:
     """Record one episode (module docstring). ``BrowserCrashed`` is recorded, not raised: the
     caller checks ``browser.crashed`` and starts a new browser."""
     result = EpisodeResult()
     step = 0
     try:
         try:
-            objective = browser.start_task(spec.page_url, spec.page_seed)
+            objective = await browser.start_task(spec.page_url, spec.page_seed)
         except PageLoadFailed as exc:
             result.failure = _failure(spec, 0, "page_load", str(exc))
             return result
         ids = EpisodeIds()
         rng = random.Random(spec.policy_seed)
-        tree, settled = browser.snapshot(ids, spec.replacements)
+        tree, settled = await browser.snapshot(ids, spec.replacements)
         result.unsettled_steps += not settled
         previous: list[str] = []
         for step in range(spec.max_steps):
@@ -152,19 +154,19 @@ def record_episode(browser: Browser, spec: EpisodeSpec) -> EpisodeResult:
                 result.failure = _failure(spec, step, "tree_too_long", detail)
                 return result
             try:
-                action = _act(browser, tree, objective, rng)
+                action = await _act(browser, tree, objective, rng)
             except ActionUnavailable as exc:
                 reason = "no_action" if isinstance(exc, _NothingToActOn) else "action_failed"
                 result.failure = _failure(spec, step, reason, str(exc))
                 return result
-            after, settled = browser.snapshot(ids, spec.replacements)
+            after, settled = await browser.snapshot(ids, spec.replacements)
             result.unsettled_steps += not settled
             size = _too_long(spec, after)
             if size is not None:
                 detail = f"tree after {action.render()}: {size} chars > {spec.max_tree_chars}"
                 result.failure = _failure(spec, step, "tree_too_long", detail)
                 return result
-            done, reward = browser.episode_state()
+            done, reward = await browser.episode_state()
             target = tree.line(action.node_id)
             diff = tree_diff(tree.text, after.text)
             result.transitions.append(

@@ -24,6 +24,7 @@ and replaced by a new one for the next episode.
 
 from __future__ import annotations
 
+import asyncio
 import importlib.util
 import json
 import logging
@@ -196,7 +197,7 @@ def _specs(settings: CollectSettings, done: set[tuple[str, int]]) -> Iterator[Ep
             )
 
 
-def _record(settings: CollectSettings, out: Path, specs: list[EpisodeSpec]) -> dict[str, Any]:
+async def _record(settings: CollectSettings, out: Path, specs: list[EpisodeSpec]) -> dict[str, Any]:
     """Record the episodes, appending each; returns this invocation's counts and timing."""
     start = time.monotonic()
     browser: Browser | None = None
@@ -206,9 +207,9 @@ def _record(settings: CollectSettings, out: Path, specs: list[EpisodeSpec]) -> d
         for n, spec in enumerate(specs, 1):
             if browser is None or browser.crashed:
                 if browser is not None:
-                    browser.close()
-                browser = Browser(settings.browser)
-            result = record_episode(browser, spec)
+                    await browser.close()
+                browser = await Browser.launch(settings.browser)
+            result = await record_episode(browser, spec)
             _append(out / "episodes.jsonl", result.to_json(spec))
             transitions += len(result.transitions)
             if result.failure is not None:
@@ -224,7 +225,7 @@ def _record(settings: CollectSettings, out: Path, specs: list[EpisodeSpec]) -> d
                 )
     finally:
         if browser is not None:
-            browser.close()
+            await browser.close()
     seconds = time.monotonic() - start
     return {
         "episodes": len(specs),
@@ -286,6 +287,6 @@ def collect(settings: CollectSettings, out: Path) -> tuple[dict[str, Any], dict[
     done = {(e["task"], e["episode"]) for e in read_episodes(out / "episodes.jsonl")}
     specs = list(_specs(settings, done))
     logger.info("%d episodes recorded before, %d to record", len(done), len(specs))
-    run = _record(settings, out, specs)
+    run = asyncio.run(_record(settings, out, specs))
     _append(out / "runs.jsonl", run)
     return rebuild_outputs(out, settings), run
