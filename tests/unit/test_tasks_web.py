@@ -104,7 +104,8 @@ def test_record_and_prompt() -> None:
     prompt = build_web_prompt(t)
     for part in ("Search for shoes.", "http://shop.test/", t.previous_actions[0], BEFORE):
         assert part in prompt
-    assert prompt.endswith("CURRENT ACTION: type [2] [shoes] [1]\n")
+    assert "CURRENT ACTION: type [2] [shoes] [1]\n\n" in prompt
+    assert prompt.endswith("in the format of the next state prediction.\n")
     assert "AFTER" not in prompt and "[7] StaticText 'Result'" not in prompt
     with pytest.raises(ValueError, match="obs_after"):
         web_transition_from_record({k: v for k, v in record.items() if k != "obs_after"})
