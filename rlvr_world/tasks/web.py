@@ -36,7 +36,7 @@ from __future__ import annotations
 import json
 import logging
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -49,10 +49,12 @@ __all__ = [
     "WebTransition",
     "build_web_prompt",
     "format_action",
+    "load_web_sources",
     "load_web_transitions",
     "render_diff",
     "tree_diff",
     "tree_items",
+    "web_transition_files",
     "web_transition_from_record",
 ]
 
@@ -193,6 +195,26 @@ def load_web_transitions(path: str | Path) -> Iterator[WebTransition]:
             if not isinstance(record, dict):
                 raise ValueError(f"{path}:{lineno}: a record must be a JSON object")
             yield web_transition_from_record(record)
+
+
+def web_transition_files(path: str | Path) -> list[Path]:
+    """The transition files a path stands for: a file itself; a collector's output directory
+    (it has ``transitions.jsonl``): that file; another directory (``data/web``): its ``*.jsonl``
+    files, sorted. ``FileNotFoundError`` when there is none."""
+    path = Path(path)
+    if path.is_file():
+        return [path]
+    if (path / "transitions.jsonl").is_file():
+        return [path / "transitions.jsonl"]
+    files = sorted(path.glob("*.jsonl")) if path.is_dir() else []
+    if not files:
+        raise FileNotFoundError(f"{path}: no web transition file (*.jsonl) there")
+    return files
+
+
+def load_web_sources(paths: Iterable[str | Path]) -> list[WebTransition]:
+    """Every transition of every file the paths stand for (``web_transition_files``), in order."""
+    return [t for p in paths for f in web_transition_files(p) for t in load_web_transitions(f)]
 
 
 #: The paper's prompt (``rlvr_world_model_prompt.json`` of the authors' web agent), in our words:

@@ -13,10 +13,12 @@ from rlvr_world.tasks.web import (
     WebTransition,
     build_web_prompt,
     format_action,
+    load_web_sources,
     load_web_transitions,
     render_diff,
     tree_diff,
     tree_items,
+    web_transition_files,
     web_transition_from_record,
 )
 from tests.conftest import shared_dir
@@ -157,3 +159,25 @@ def test_webarena_action_text_matches_the_next_steps_history() -> None:
     followed = [(r, n) for r, n in pairs if n is not None and n["previous_actions"]]
     assert len(followed) > 50
     assert all(format_action(r["action"]) == n["previous_actions"][-1] for r, n in followed)
+
+
+def test_sources_files_directories_and_collector_output(tmp_path: Path) -> None:
+    record = {"objective": "o", "action": "click [2]", "obs_before": BEFORE, "obs_after": AFTER}
+    line = json.dumps(record) + "\n"
+    (tmp_path / "data").mkdir()
+    (tmp_path / "data" / "b.jsonl").write_text(line * 2, encoding="utf-8")
+    (tmp_path / "data" / "a.jsonl").write_text(line, encoding="utf-8")
+    (tmp_path / "data" / "notes.txt").write_text("not data", encoding="utf-8")
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "transitions.jsonl").write_text(line * 3, encoding="utf-8")
+    (run / "train.jsonl").write_text(line, encoding="utf-8")  # a part of transitions.jsonl
+    assert web_transition_files(tmp_path / "data") == [
+        tmp_path / "data" / "a.jsonl",
+        tmp_path / "data" / "b.jsonl",
+    ]
+    assert web_transition_files(run) == [run / "transitions.jsonl"]
+    assert web_transition_files(run / "train.jsonl") == [run / "train.jsonl"]
+    assert len(load_web_sources([tmp_path / "data", run])) == 6
+    with pytest.raises(FileNotFoundError, match="no web transition file"):
+        web_transition_files(tmp_path / "missing")
