@@ -1,9 +1,10 @@
 """The web collector against real headless Chromium on MiniWoB++ pages from the miniwob package.
 
 Checks: recorded trees show what the page's DOM shows (button texts, checkbox labels, typed
-values, checked state); a second run with the same seed writes identical outputs; a resumed run
-(stopped mid-line, or continued with more episodes) ends with the same outputs and no duplicate
-episodes; page-load failures, an over-long tree and a renderer crash are recorded with reasons.
+values, checked state); a second run with the same seed writes identical outputs, also for a
+page with its own timers (the fake page clock); a resumed run (stopped mid-line, or continued
+with more episodes) ends with the same outputs and no duplicate episodes; page-load failures, an
+over-long tree and a renderer crash are recorded with their reasons.
 Needs Debian's chromium (``make chromium-setup``) and the ``web`` extra.
 """
 
@@ -32,6 +33,8 @@ from rlvr_world.web.axtree import EpisodeIds
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 TASKS = ("click-button", "click-checkboxes", "enter-text")
+#: A page with its own timers: a cursor blinking every 800 ms, and today's date in the text.
+TIMED = "terminal"
 OUTPUTS = ("transitions.jsonl", "train.jsonl", "test.jsonl", "failures.jsonl", "summary.json")
 BROWSER = BrowserSettings(call_timeout_s=60.0)
 #: Visible buttons, checkbox labels and text inputs of the task area, as the DOM has them.
@@ -60,7 +63,7 @@ def html_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
         (root / folder).symlink_to(real / folder)
     pages = root / "miniwob"
     pages.mkdir()
-    for task in TASKS:
+    for task in (*TASKS, TIMED):
         (pages / f"{task}.html").symlink_to(real / "miniwob" / f"{task}.html")
     (pages / "broken-core.html").write_text(
         "<html><head><script src='../core/no-such-core.js'></script></head>"
@@ -72,7 +75,9 @@ def html_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return root
 
 
-def settings(html_root: Path, tasks: tuple[str, ...] = TASKS, **kw: Any) -> CollectSettings:
+def settings(
+    html_root: Path, tasks: tuple[str, ...] = (*TASKS, TIMED), **kw: Any
+) -> CollectSettings:
     base: dict[str, Any] = {
         "tasks": tasks,
         "episodes": 2,
@@ -98,7 +103,7 @@ def read_jsonl(path: Path) -> list[dict[str, Any]]:
 def collected(html_root: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("collected")
     summary, run = collect(settings(html_root), out)
-    assert run["episodes"] == 6 and run["transitions"] == summary["transitions_recorded"] > 0
+    assert run["episodes"] == 8 and run["transitions"] == summary["transitions_recorded"] > 0
     assert run["transitions_per_s"] > 0
     return out
 
@@ -171,7 +176,7 @@ def test_same_seed_same_outputs_and_resume(
     html_root: Path, collected: Path, tmp_path: Path
 ) -> None:
     summary = json.loads((collected / "summary.json").read_text())
-    assert summary["train_tasks"] == ["click-button", "click-checkboxes"]
+    assert summary["train_tasks"] == ["click-button", "click-checkboxes", TIMED]
     assert summary["test_tasks"] == ["enter-text"]
     assert summary["changed"] + summary["unchanged"] == summary["transitions"]
     assert summary["train"] + summary["test"] == summary["transitions"]
@@ -186,7 +191,7 @@ def test_same_seed_same_outputs_and_resume(
     grown = tmp_path / "grown"
     collect(settings(html_root, episodes=1), grown)
     _, run = collect(settings(html_root), grown)
-    assert run["episodes"] == 3
+    assert run["episodes"] == 4
     assert outputs(grown) == expected
 
     # a run stopped while writing an episode: the cut line is dropped and that episode redone
@@ -196,10 +201,13 @@ def test_same_seed_same_outputs_and_resume(
     lines = (collected / "episodes.jsonl").read_bytes().splitlines(keepends=True)
     (stopped / "episodes.jsonl").write_bytes(lines[0] + lines[1][: len(lines[1]) // 2])
     _, run = collect(settings(html_root), stopped)
-    assert run["episodes"] == 5
+    assert run["episodes"] == 7
     assert outputs(stopped) == expected
     recorded = [(e["task"], e["episode"]) for e in read_jsonl(stopped / "episodes.jsonl")]
-    assert len(recorded) == len(set(recorded)) == 6
+    assert len(recorded) == len(set(recorded)) == 8
+    # pages run on the fake clock: the date is the clock's, not today's
+    timed = [r for r in read_jsonl(collected / "transitions.jsonl") if TIMED in r["source"]]
+    assert timed and all("Last login: Mon Jan 01 2024" in r["obs_before"] for r in timed)
 
 
 def test_failures_are_recorded_with_their_reasons(html_root: Path, tmp_path: Path) -> None:
@@ -260,7 +268,8 @@ def test_cli_bad_input(
     out = ["--out", str(collected)]
     assert main(["collect", "web", *out, "--tasks", "no-such-task", *root]) == 2
     assert "unknown MiniWoB++ tasks: no-such-task" in capsys.readouterr().err
-    args = ["collect", "web", *out, "--tasks", ",".join(TASKS), "--test-tasks", "enter-text"]
+    tasks = ",".join((*TASKS, TIMED))
+    args = ["collect", "web", *out, "--tasks", tasks, "--test-tasks", "enter-text"]
     assert main([*args, "--seed", "6", "--max-steps", "3", *root]) == 2
     assert "other settings (seed differ)" in capsys.readouterr().err
     assert main([*args, "--seed", "5", "--max-steps", "3", "--episodes", "2", *root]) == 0

@@ -1,11 +1,19 @@
 """A headless Chromium driven through Playwright, showing MiniWoB++ task pages.
 
 ``Browser`` starts the system Chromium (Debian's ``chromium``; Playwright's own browser
-downloads are never used) with a fresh profile in a temporary directory and one page, and offers
-what the collector needs: open a task page for a seed, read the accessibility tree (CDP
-``Accessibility.getFullAXTree``, serialised by ``rlvr_world.web.axtree``) once the page stops
-changing, click an element or type into it with real mouse and keyboard events, and read the
-episode's end and reward from MiniWoB's globals.
+downloads are never used) once, with the flags of ``CHROMIUM_ARGS`` and a fresh temporary
+profile (``--user-data-dir``, made and removed by Playwright). Each task page gets a new browser
+context (no cookies or storage carried over) and one page, and the collector can: open a task
+page for a seed, read the accessibility tree (CDP ``Accessibility.getFullAXTree``, serialised by
+``rlvr_world.web.axtree``) once the page stops changing, click an element or type into it with
+real mouse and keyboard events, and read the episode's end and reward from MiniWoB's globals.
+
+**Page time.** Pages run on Playwright's fake clock (``page.clock``), paused: timers, intervals
+and animation frames fire only when the collector lets ``step_ms`` of page time pass, after the
+episode starts and after each action, and ``Date`` reads ``CLOCK_START + CLOCK_MARGIN`` when a
+page loads. A page's own timing (a menu that opens 300 ms after the pointer enters, a cursor that
+blinks every 800 ms, "Last login: <today>") then gives the same tree on every run and machine;
+with the real clock those trees depended on when they happened to be read.
 
 Errors are typed so the collector can record them as failures: ``PageLoadFailed`` (navigation
 error, or the page has no MiniWoB ``core``), ``BrowserCrashed`` (the renderer or the browser went
@@ -20,9 +28,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import datetime as dt
 import logging
-import shutil
-import tempfile
 import time
 from collections.abc import Awaitable, Sequence
 from dataclasses import dataclass
@@ -30,6 +37,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 if TYPE_CHECKING:
+    from playwright.async_api import Browser as PwBrowser
     from playwright.async_api import BrowserContext, CDPSession, Page, Playwright
 
 from rlvr_world.web.axtree import AxSnapshot, EpisodeIds, serialise_ax_tree
@@ -58,6 +66,10 @@ CHROMIUM_ARGS = (
 HUD_ELEMENT_IDS = ("reward-display", "click-canvas", "sync-task-cover")
 T = TypeVar("T")
 
+#: The fake clock of every page is installed at ``CLOCK_START`` and paused ``CLOCK_MARGIN`` later
+#: (an installed clock runs until paused, and cannot be moved back); pages load at the pause.
+CLOCK_START = dt.datetime(2024, 1, 1, tzinfo=dt.UTC)
+CLOCK_MARGIN = dt.timedelta(minutes=10)
 #: The episode timer, in ms: long enough that a slow machine never ends an episode by time.
 EPISODE_MAX_MS = 3_600_000
 
@@ -83,35 +95,35 @@ class BrowserSettings:
     settle_s: float = 0.3  # the tree must stay the same this long after an action
     max_settle_s: float = 5.0  # ... or this long has passed (then the step is "unsettled")
     poll_s: float = 0.05
+    step_ms: int = 1000  # page time let pass after the episode starts and after each action
     call_timeout_s: float = 30.0  # any one browser call; past it the browser counts as crashed
     width: int = 800
     height: int = 600
 
 
+@dataclass
+class _Tab:
+    """The context, page and CDP session of the current task page."""
+
+    context: BrowserContext
+    page: Page
+    cdp: CDPSession
+
+
 class Browser:
-    """One Chromium process with a fresh profile and one page (module docstring).
+    """One Chromium process; one task page at a time (module docstring).
 
     Made by ``await Browser.launch(settings)``; ``await close()`` when done."""
 
-    def __init__(
-        self,
-        settings: BrowserSettings,
-        *,
-        profile: Path,
-        playwright: Playwright,
-        context: BrowserContext,
-        page: Page,
-        cdp: CDPSession,
-    ) -> None:
+    def __init__(self, settings: BrowserSettings, playwright: Playwright, browser: PwBrowser):
         self.settings = settings
         self.crashed = False
-        self._profile = profile
         self._pw = playwright
-        self._context = context
-        self._page = page
-        self._cdp = cdp
+        self._browser = browser
+        self._tab: _Tab | None = None
+        self._closing = False
         self._exclude: frozenset[int] = frozenset()
-        page.on("crash", self._on_crash)
+        browser.on("disconnected", self._on_crash)
 
     @classmethod
     async def launch(cls, settings: BrowserSettings) -> Browser:
@@ -123,41 +135,40 @@ class Browser:
                 f"Chromium not found at {settings.executable}: install Debian's chromium "
                 "(scripts/setup_chromium.sh) or pass --chromium PATH"
             )
-        profile = Path(tempfile.mkdtemp(prefix="rlvr-chromium-"))
         pw = await async_playwright().start()
         try:
-            context = await asyncio.wait_for(
-                pw.chromium.launch_persistent_context(
-                    str(profile),
+            browser = await asyncio.wait_for(
+                pw.chromium.launch(
                     executable_path=str(settings.executable),
                     headless=True,
                     args=list(CHROMIUM_ARGS),
-                    viewport={"width": settings.width, "height": settings.height},
                 ),
                 settings.call_timeout_s,
             )
-            page = context.pages[0] if context.pages else await context.new_page()
-            cdp = await context.new_cdp_session(page)
         except BaseException:
             await pw.stop()
-            shutil.rmtree(profile, ignore_errors=True)
             raise
-        return cls(settings, profile=profile, playwright=pw, context=context, page=page, cdp=cdp)
+        return cls(settings, pw, browser)
 
-    def _on_crash(self, _page: Any) -> None:
-        logger.warning("the page's renderer crashed")
+    def _on_crash(self, _target: Any) -> None:
+        if not self.crashed and not self._closing:
+            logger.warning("the page's renderer or the browser went away")
         self.crashed = True
 
     async def close(self) -> None:
-        """Stop the browser and remove its profile; safe after a crash and twice."""
+        """Stop the browser; safe after a crash and twice."""
+        self._closing = True
         try:
-            await asyncio.wait_for(self._context.close(), self.settings.call_timeout_s)
+            await asyncio.wait_for(self._browser.close(), self.settings.call_timeout_s)
         except Exception as exc:  # a crashed or stuck browser; stopping the driver ends it
-            logger.debug("closing the browser context: %s", exc)
-        try:
-            await self._pw.stop()
-        finally:
-            shutil.rmtree(self._profile, ignore_errors=True)
+            logger.debug("closing the browser: %s", exc)
+        await self._pw.stop()
+
+    @property
+    def _page(self) -> Page:
+        if self._tab is None:
+            raise RuntimeError("no task page: call start_task first")
+        return self._tab.page
 
     async def _call(self, awaitable: Awaitable[T], failure: type[Exception]) -> T:
         """Await one browser call with the deadline; Playwright errors become
@@ -177,13 +188,37 @@ class Browser:
             ) from None
         except Error as exc:
             message = str(exc).split("\n", 1)[0]
-            gone = self._page.is_closed() or any(
+            gone = (self._tab is not None and self._tab.page.is_closed()) or any(
                 word in message.lower() for word in ("crash", "closed", "disconnected")
             )
             if self.crashed or gone:
                 self.crashed = True
                 raise BrowserCrashed(message) from exc
             raise failure(message) from exc
+
+    async def _new_tab(self) -> _Tab:
+        """A fresh context and page on a paused fake clock; the previous one is closed."""
+        if self._tab is not None:
+            old, self._tab = self._tab, None
+            await self._call(old.context.close(), BrowserCrashed)
+        s = self.settings
+        context = await self._call(
+            self._browser.new_context(viewport={"width": s.width, "height": s.height}),
+            BrowserCrashed,
+        )
+        page = await self._call(context.new_page(), BrowserCrashed)
+        page.on("crash", self._on_crash)
+        await self._call(page.clock.install(time=CLOCK_START), BrowserCrashed)
+        # installed clocks run until paused; pause where no real delay can have got to
+        await self._call(page.clock.pause_at(CLOCK_START + CLOCK_MARGIN), BrowserCrashed)
+        cdp = await self._call(context.new_cdp_session(page), BrowserCrashed)
+        self._tab = _Tab(context, page, cdp)
+        return self._tab
+
+    async def let_time_pass(self, ms: int | None = None) -> None:
+        """Run the page's clock for ``ms`` (default ``step_ms``): due timers and frames fire."""
+        ms = self.settings.step_ms if ms is None else ms
+        await self._call(self._page.clock.run_for(ms), BrowserCrashed)
 
     async def evaluate(self, expression: str, arg: Any = None) -> Any:
         """Run JavaScript in the page (``BrowserCrashed`` if it is gone)."""
@@ -194,6 +229,7 @@ class Browser:
     async def start_task(self, url: str, seed: str) -> str:
         """Load a task page, seed its random numbers, start an episode; returns the objective."""
         timeout_ms = self.settings.page_timeout_s * 1000
+        await self._new_tab()
         await self._call(
             self._page.goto(url, wait_until="load", timeout=timeout_ms), PageLoadFailed
         )
@@ -212,16 +248,23 @@ class Browser:
             await self._call(start, PageLoadFailed)
         except PageLoadFailed as exc:
             raise PageLoadFailed(f"{url}: the task script failed: {exc}") from exc
-        deadline = time.monotonic() + self.settings.page_timeout_s
+        waited_ms = 0
+        poll_ms = max(1, round(self.settings.poll_s * 1000))
         while not await self.evaluate("WOB_TASK_READY === true"):
-            if time.monotonic() > deadline:
+            if waited_ms > self.settings.page_timeout_s * 1000:
                 raise PageLoadFailed(f"{url}: the task never became ready")
-            await asyncio.sleep(self.settings.poll_s)
+            await self.let_time_pass(poll_ms)
+            waited_ms += poll_ms
+        await self.let_time_pass()
         self._exclude = frozenset(await self._hud_backend_ids())
         return str(await self.evaluate("core.getUtterance()"))
 
     async def _send(self, method: str, params: dict[str, Any] | None = None) -> dict[str, Any]:
-        result: dict[str, Any] = await self._call(self._cdp.send(method, params), BrowserCrashed)
+        if self._tab is None:
+            raise RuntimeError("no task page: call start_task first")
+        result: dict[str, Any] = await self._call(
+            self._tab.cdp.send(method, params), BrowserCrashed
+        )
         return result
 
     async def _hud_backend_ids(self) -> list[int]:
@@ -279,12 +322,12 @@ class Browser:
     # ------------------------------------------------------------------ actions
 
     async def _centre(self, backend_id: int) -> tuple[float, float]:
-        params = {"backendNodeId": backend_id}
-        scroll = self._cdp.send("DOM.scrollIntoViewIfNeeded", params)
-        await self._call(scroll, ActionUnavailable)
-        quads = (
-            await self._call(self._cdp.send("DOM.getContentQuads", params), ActionUnavailable)
-        )["quads"]
+        if self._tab is None:
+            raise RuntimeError("no task page: call start_task first")
+        cdp, params = self._tab.cdp, {"backendNodeId": backend_id}
+        await self._call(cdp.send("DOM.scrollIntoViewIfNeeded", params), ActionUnavailable)
+        found = await self._call(cdp.send("DOM.getContentQuads", params), ActionUnavailable)
+        quads = found["quads"]
         for quad in quads:
             xs, ys = quad[0::2], quad[1::2]
             if max(xs) - min(xs) >= 1 and max(ys) - min(ys) >= 1:
@@ -293,23 +336,30 @@ class Browser:
                     return x, y
         raise ActionUnavailable(f"element {backend_id} has no box inside the viewport")
 
-    async def click(self, backend_id: int) -> None:
-        """A real mouse click at the centre of the element's first box."""
+    async def click(self, backend_id: int, *, then_wait: bool = True) -> None:
+        """A real mouse click at the centre of the element's first box, then ``step_ms`` of
+        page time (unless ``then_wait`` is False)."""
         x, y = await self._centre(backend_id)
         await self._call(self._page.mouse.click(x, y), BrowserCrashed)
+        if then_wait:
+            await self.let_time_pass()
 
     async def type_text(self, backend_id: int, text: str, enter: bool) -> None:
-        """Click the element, type ``text`` key by key, then Enter if asked."""
-        await self.click(backend_id)
+        """Click the element, type ``text`` key by key, then Enter if asked; then ``step_ms``
+        of page time."""
+        await self.click(backend_id, then_wait=False)
         await self._call(self._page.keyboard.type(text), BrowserCrashed)
         if enter:
             await self._call(self._page.keyboard.press("Enter"), BrowserCrashed)
+        await self.let_time_pass()
 
     async def crash_page(self) -> None:
         """Crash the page's renderer (``chrome://crash``), as a real crash would, and wait for
         Chromium to report it: how the collector's crash handling is exercised."""
         from playwright.async_api import Error
 
+        if self._tab is None:
+            await self._new_tab()
         try:
             await asyncio.wait_for(self._page.goto("chrome://crash"), self.settings.call_timeout_s)
         except (Error, TimeoutError) as exc:  # the navigation dies with the renderer
