@@ -7,10 +7,10 @@ Submodules (import them directly):
 * ``policy``: the seeded random exploration policy of the collector (which element, which text).
 * ``dataset``: task names and families, de-duplication, the split by task, the token-length
   filter.
-* ``prompt``: the paper's web-state prediction prompt.
-* ``items``: ``PromptItem``s of web transitions and the F1 evaluation split into unchanged and
-  changed transitions.
+* ``items``: ``PromptItem``s of web transitions (de-duplicated, split by task, length-filtered)
+  and the F1 evaluation split into unchanged and changed transitions.
 
 Pure code: no browser, no services. The browser driving lives in the application layer
-(``rlvr_world.apps.collect``); tree diffs and transition records in ``rlvr_world.tasks.web``.
+(``rlvr_world.apps.collect``); tree diffs, transition records and the prompt (the paper's, and a
+compact one) in ``rlvr_world.tasks.web``.
 """
