@@ -92,7 +92,7 @@ class BrowserSettings:
 
     executable: Path = Path("/usr/bin/chromium")
     page_timeout_s: float = 30.0  # navigation and task start
-    settle_s: float = 0.3  # the tree must stay the same this long after an action
+    settle_s: float = 0.1  # the tree must stay the same this long after an action
     max_settle_s: float = 5.0  # ... or this long has passed (then the step is "unsettled")
     poll_s: float = 0.05
     step_ms: int = 1000  # page time let pass after the episode starts and after each action

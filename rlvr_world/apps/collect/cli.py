@@ -69,7 +69,13 @@ def add_collect_parser(sub: Any) -> None:
         "--chromium", type=Path, default=Path("/usr/bin/chromium"), help="Chromium binary"
     )
     web.add_argument(
-        "--settle-ms", type=int, default=300, help="the tree must not change this long"
+        "--settle-ms", type=int, default=100, help="the tree must not change this long (ms)"
+    )
+    web.add_argument(
+        "--step-ms",
+        type=int,
+        default=1000,
+        help="page time (fake clock) let pass after the start and after each action",
     )
     web.add_argument(
         "--max-settle-ms", type=int, default=5000, help="longest wait for a page to settle"
@@ -101,6 +107,7 @@ def _run_collect_web(args: argparse.Namespace) -> int:
             browser=BrowserSettings(
                 executable=args.chromium,
                 settle_s=args.settle_ms / 1000,
+                step_ms=args.step_ms,
                 max_settle_s=args.max_settle_ms / 1000,
             ),
         )

@@ -94,6 +94,7 @@ class CollectSettings:
             "max_tree_chars": self.max_tree_chars,
             "test_fraction": self.test_fraction,
             "test_tasks": list(self.test_tasks),
+            "step_ms": self.browser.step_ms,
         }
 
     def validate(self) -> None:
@@ -102,6 +103,9 @@ class CollectSettings:
             raise ValueError("tasks: give at least one MiniWoB++ task")
         if self.episodes < 1 or self.max_steps < 1 or self.max_tree_chars < 1:
             raise ValueError("episodes, max_steps and max_tree_chars must be >= 1")
+        b = self.browser
+        if b.step_ms < 0 or b.settle_s < 0 or b.max_settle_s < b.settle_s:
+            raise ValueError("step_ms and settle must be >= 0, and max_settle >= settle")
         known = set(available_tasks(self.html_root))
         unknown = [t for t in self.tasks if t not in known]
         if unknown:
