@@ -51,13 +51,14 @@ def test_tasks_are_the_html_files(html_root: Path, tmp_path: Path) -> None:
         ({"browser": BrowserSettings(settle_s=2.0, max_settle_s=1.0)}, "max_settle"),
         ({"test_tasks": ("zz",)}, "held-out tasks not among the tasks: zz"),
         ({"test_fraction": 1.5}, "test_fraction"),
+        ({"browser": BrowserSettings(executable=Path("/no/chromium"))}, "Chromium not found"),
     ],
 )
 def test_bad_settings_are_refused_before_anything_runs(
     html_root: Path, tmp_path: Path, change: dict[str, object], message: str
 ) -> None:
     out = tmp_path / "out"
-    with pytest.raises(ValueError, match=message):
+    with pytest.raises((ValueError, FileNotFoundError), match=message):
         collect(settings(html_root, **change), out)
     assert not out.exists()  # nothing written, no browser started
 

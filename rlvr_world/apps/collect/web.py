@@ -98,12 +98,18 @@ class CollectSettings:
         }
 
     def validate(self) -> None:
-        """``ValueError`` naming the setting that cannot work."""
+        """``ValueError`` naming the setting that cannot work; ``FileNotFoundError`` without
+        Chromium."""
         if not self.tasks:
             raise ValueError("tasks: give at least one MiniWoB++ task")
         if self.episodes < 1 or self.max_steps < 1 or self.max_tree_chars < 1:
             raise ValueError("episodes, max_steps and max_tree_chars must be >= 1")
         b = self.browser
+        if not b.executable.is_file():
+            raise FileNotFoundError(
+                f"Chromium not found at {b.executable}: install Debian's chromium "
+                "(make chromium-setup) or pass --chromium PATH"
+            )
         if b.step_ms < 0 or b.settle_s < 0 or b.max_settle_s < b.settle_s:
             raise ValueError("step_ms and settle must be >= 0, and max_settle >= settle")
         known = set(available_tasks(self.html_root))
