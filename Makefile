@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 export OMP_NUM_THREADS ?= 1
 
-.PHONY: setup vllm-setup run test lint quick slow protos bench clean
+.PHONY: setup vllm-setup chromium-setup run test lint quick slow protos bench clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -24,6 +24,11 @@ VLLM_VENV ?= .venv-vllm
 vllm-setup:
 	scripts/setup_vllm_cpu.sh $(VLLM_VENV)
 
+# Debian's chromium + chromium-driver for the web collector (`rlvr-world collect web`) and its
+# slow test; idempotent (nothing happens when both are installed); `make test` sets it up.
+chromium-setup:
+	scripts/setup_chromium.sh
+
 # Main job on the embedded default: the whole pipeline (services, SFT, held-out evaluation, GRPO,
 # evaluation again) on the synthetic kitchen game with a small model trained from scratch.
 run: $(STAMP)
@@ -39,7 +44,7 @@ lint: $(STAMP)
 
 # The test command of the README and of CI: lint, type-check, then every test, slow ones included
 # (about 8 minutes on 2 cores; gpu-marked tests skip with a reason where CUDA is absent).
-test: lint vllm-setup
+test: lint vllm-setup chromium-setup
 	$(BIN)/python -m pytest -m ""
 
 # Quicker loop while developing: everything not marked slow (about 50 s).

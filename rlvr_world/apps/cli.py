@@ -7,6 +7,7 @@ Subcommands:
   serve rollout  run the rollout service (transformers engine)
   serve decoder  run the token decoding service
   train          run the GRPO trainer fed by the Redis Stream
+  collect web    record MiniWoB++ transitions in headless Chromium (resumable)
   healthcheck    probe a service's gRPC health or HTTP readiness (container healthchecks)
 """
 
@@ -19,6 +20,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from rlvr_world import __version__
+from rlvr_world.apps.collect.cli import add_collect_parser
 from rlvr_world.apps.healthcheck import add_healthcheck_parser
 from rlvr_world.apps.pipeline.cli import add_run_parser
 from services.decoder.cli import add_serve_decoder_parser
@@ -38,6 +40,7 @@ _SUBCOMMANDS: tuple[Callable[[Any], argparse.ArgumentParser], ...] = (
     add_train_parser,
     add_healthcheck_parser,
     add_run_parser,
+    add_collect_parser,
 )
 
 

@@ -25,9 +25,10 @@ of the tree before; a repeated id keeps its first line. With the default this re
 recorded ``diff`` of the shared WebArena (92/92) and MiniWoB++ (1478/1478) files; counting negative
 ids changes 12 MiniWoB++ diffs (``click-menu-2`` images), see the tests.
 
-``load_web_transitions`` reads both files' JSON Lines formats; ``build_web_prompt`` is this
-project's prompt (the paper's ``rlvr_world_model_prompt.json`` is not available here; it has the
-same slots: objective, URL, previous actions, current tree, action).
+``load_web_transitions`` reads both files' JSON Lines formats (and the collector's, which is the
+same). ``build_web_prompt`` writes the paper's state-prediction prompt in our own words (the slots,
+action vocabulary, format rules and example of the authors' ``rlvr_world_model_prompt.json``), or a
+compact variant with the same slots for small models.
 """
 
 from __future__ import annotations
@@ -35,7 +36,7 @@ from __future__ import annotations
 import json
 import logging
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -43,14 +44,17 @@ from typing import Any
 logger = logging.getLogger(__name__)
 
 __all__ = [
+    "PROMPT_STYLES",
     "TreeDiff",
     "WebTransition",
     "build_web_prompt",
     "format_action",
+    "load_web_sources",
     "load_web_transitions",
     "render_diff",
     "tree_diff",
     "tree_items",
+    "web_transition_files",
     "web_transition_from_record",
 ]
 
@@ -193,27 +197,105 @@ def load_web_transitions(path: str | Path) -> Iterator[WebTransition]:
             yield web_transition_from_record(record)
 
 
-WEB_INSTRUCTION = (
-    "You are a world model of web pages. Given a web page as an accessibility tree (one element "
-    "a line: [ID] role 'name' attributes) and an action, predict how the page changes after "
-    "the action.\n"
-    "Answer with three sections separated by a blank line:\n"
-    "New items: the lines of elements that appear (with new IDs)\n"
-    "Deleted items: the lines of elements that disappear\n"
-    "Updated items: the new lines of elements that keep their ID but change\n"
-    "Write one element line per line, exactly as in the tree without indentation, and write "
-    "None for a section with no items.\n"
+def web_transition_files(path: str | Path) -> list[Path]:
+    """The transition files a path stands for: a file itself; a collector's output directory
+    (it has ``transitions.jsonl``): that file; another directory (``data/web``): its ``*.jsonl``
+    files, sorted. ``FileNotFoundError`` when there is none."""
+    path = Path(path)
+    if path.is_file():
+        return [path]
+    if (path / "transitions.jsonl").is_file():
+        return [path / "transitions.jsonl"]
+    files = sorted(path.glob("*.jsonl")) if path.is_dir() else []
+    if not files:
+        raise FileNotFoundError(f"{path}: no web transition file (*.jsonl) there")
+    return files
+
+
+def load_web_sources(paths: Iterable[str | Path]) -> list[WebTransition]:
+    """Every transition of every file the paths stand for (``web_transition_files``), in order."""
+    return [t for p in paths for f in web_transition_files(p) for t in load_web_transitions(f)]
+
+
+#: The paper's prompt (``rlvr_world_model_prompt.json`` of the authors' web agent), in our words:
+#: the same slots in the same order (URL, objective, previous action, current observation,
+#: current action), the action vocabulary, the format rules and a three-section example.
+PAPER_INSTRUCTION = """\
+You are a world model of web pages. Given the page a user is on and the action they take next, \
+you predict how the page changes.
+
+You get:
+- the user's objective: the task the actions work towards;
+- the current page as an accessibility tree: one element a line, indented under its parent, \
+written [ID] role 'name' followed by attributes (key: value);
+- the URL of the current page;
+- the previous actions, oldest first;
+- the current action, performed on the current page.
+
+Actions are written as:
+click [id]: click the element with this id.
+type [id] [text] [1]: type the text into the element, then press Enter; [0] instead of [1]: \
+no Enter.
+hover [id]: move the mouse over the element.
+press [key_comb]: press a key combination, such as Ctrl+v.
+scroll [down] or scroll [up]: scroll the page.
+new_tab, tab_focus [tab_index], close_tab: open a tab, switch to a tab, close the current tab.
+goto [url], go_back, go_forward: navigate.
+stop [answer]: end the task, with the answer where one is asked for.
+
+Predict the next state directly from the current action, in three sections separated by an \
+empty line:
+New items: elements that appear, with new ids.
+Deleted items: elements that disappear.
+Updated items: elements that keep their id but change, as they read after the action.
+Write each item as its tree line without the indentation: [ID] role 'name' attributes \
+(for example [1022] gridcell '23' required: False). Write None under a section with no items.
+
+Example answer:
+New items:
+[1273] StaticText 'Vortex Running Shoes'
+[1272] button 'Search'
+
+Deleted items:
+None
+
+Updated items:
+[1220] textbox '' focused: True required: False
+"""
+
+#: The same task in a few lines, for small models with short contexts.
+COMPACT_INSTRUCTION = (
+    "Predict how the web page changes after the action. Answer with the sections "
+    "'New items:', 'Deleted items:' and 'Updated items:' separated by a blank line, one tree "
+    "line per item without indentation, and None under a section with no items.\n"
 )
+PROMPT_STYLES = ("paper", "compact")
 
 
-def build_web_prompt(transition: WebTransition) -> str:
-    """This project's prompt: instruction, objective, URL, previous actions, tree, action."""
+def build_web_prompt(transition: WebTransition, style: str = "paper") -> str:
+    """The state-prediction prompt: ``paper`` (the paper's slots and rules) or ``compact``.
+
+    Both give the URL, objective, previous actions (``None`` when there are none), the current
+    tree and the current action, and end by asking for the answer in the three-section format.
+    ``ValueError`` for another style."""
     previous = "\n".join(transition.previous_actions) if transition.previous_actions else "None"
-    return (
-        f"{WEB_INSTRUCTION}\n"
-        f"OBJECTIVE: {transition.objective}\n"
-        f"URL: {transition.url}\n"
-        f"PREVIOUS ACTIONS:\n{previous}\n"
-        f"OBSERVATION:\n{transition.obs_before}\n"
-        f"CURRENT ACTION: {transition.action}\n"
-    )
+    if style == "paper":
+        return (
+            f"{PAPER_INSTRUCTION}\n"
+            f"URL: {transition.url}\n"
+            f"OBJECTIVE: {transition.objective}\n"
+            f"PREVIOUS ACTION:\n{previous}\n"
+            f"CURRENT OBSERVATION:\n{transition.obs_before}\n"
+            f"CURRENT ACTION: {transition.action}\n\n"
+            "Give the prediction directly, in the format of the next state prediction.\n"
+        )
+    if style == "compact":
+        return (
+            f"{COMPACT_INSTRUCTION}"
+            f"URL: {transition.url}\n"
+            f"OBJECTIVE: {transition.objective}\n"
+            f"PREVIOUS ACTIONS:\n{previous}\n"
+            f"OBSERVATION:\n{transition.obs_before}\n"
+            f"ACTION: {transition.action}\n"
+        )
+    raise ValueError(f"prompt style: expected one of {', '.join(PROMPT_STYLES)}, got {style!r}")

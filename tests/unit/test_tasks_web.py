@@ -13,10 +13,12 @@ from rlvr_world.tasks.web import (
     WebTransition,
     build_web_prompt,
     format_action,
+    load_web_sources,
     load_web_transitions,
     render_diff,
     tree_diff,
     tree_items,
+    web_transition_files,
     web_transition_from_record,
 )
 from tests.conftest import shared_dir
@@ -104,7 +106,8 @@ def test_record_and_prompt() -> None:
     prompt = build_web_prompt(t)
     for part in ("Search for shoes.", "http://shop.test/", t.previous_actions[0], BEFORE):
         assert part in prompt
-    assert prompt.endswith("CURRENT ACTION: type [2] [shoes] [1]\n")
+    assert "CURRENT ACTION: type [2] [shoes] [1]\n\n" in prompt
+    assert prompt.endswith("in the format of the next state prediction.\n")
     assert "AFTER" not in prompt and "[7] StaticText 'Result'" not in prompt
     with pytest.raises(ValueError, match="obs_after"):
         web_transition_from_record({k: v for k, v in record.items() if k != "obs_after"})
@@ -156,3 +159,25 @@ def test_webarena_action_text_matches_the_next_steps_history() -> None:
     followed = [(r, n) for r, n in pairs if n is not None and n["previous_actions"]]
     assert len(followed) > 50
     assert all(format_action(r["action"]) == n["previous_actions"][-1] for r, n in followed)
+
+
+def test_sources_files_directories_and_collector_output(tmp_path: Path) -> None:
+    record = {"objective": "o", "action": "click [2]", "obs_before": BEFORE, "obs_after": AFTER}
+    line = json.dumps(record) + "\n"
+    (tmp_path / "data").mkdir()
+    (tmp_path / "data" / "b.jsonl").write_text(line * 2, encoding="utf-8")
+    (tmp_path / "data" / "a.jsonl").write_text(line, encoding="utf-8")
+    (tmp_path / "data" / "notes.txt").write_text("not data", encoding="utf-8")
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "transitions.jsonl").write_text(line * 3, encoding="utf-8")
+    (run / "train.jsonl").write_text(line, encoding="utf-8")  # a part of transitions.jsonl
+    assert web_transition_files(tmp_path / "data") == [
+        tmp_path / "data" / "a.jsonl",
+        tmp_path / "data" / "b.jsonl",
+    ]
+    assert web_transition_files(run) == [run / "transitions.jsonl"]
+    assert web_transition_files(run / "train.jsonl") == [run / "train.jsonl"]
+    assert len(load_web_sources([tmp_path / "data", run])) == 6
+    with pytest.raises(FileNotFoundError, match="no web transition file"):
+        web_transition_files(tmp_path / "missing")
