@@ -108,7 +108,7 @@ def test_whole_topology_serves_prometheus_metrics_from_every_service(
 ) -> None:
     from prometheus_client.parser import text_string_to_metric_families
 
-    from tests.integration.tiny_lm import build_tiny_lm
+    from tests.helpers.tiny_lm import build_tiny_lm
 
     models = tmp_path_factory.mktemp("models")
     build_tiny_lm(models / "policy")

@@ -29,7 +29,7 @@ from rlvr_world.tasks.text_game import (
     train_transitions,
     transition_from_record,
 )
-from tests.conftest import read_jsonl, shared_dir
+from tests.helpers.shared import read_jsonl, shared_dir
 
 SCORE0 = {"score": 0, "gameOver": False, "gameWon": False}
 

@@ -18,7 +18,7 @@ from rlvr_world.rewards.text_game import score_text_game
 from rlvr_world.rewards.text_game.extract import paper_answer_text
 from rlvr_world.rewards.text_game.paper import recover_game_state_from_partial
 from rlvr_world.rewards.types import Status
-from tests.conftest import read_jsonl, shared_dir
+from tests.helpers.shared import read_jsonl, shared_dir
 
 REWARD_KEYS = {"binary": "reward_binary", "task_specific": "reward_task_specific"}
 TRACE_COUNTERS = {

@@ -16,7 +16,7 @@ import pytest
 from rlvr_world.rewards.text_game import score_text_game
 from rlvr_world.rewards.text_game.common import MAX_RESPONSE_CHARS
 from rlvr_world.rewards.types import RewardResult, Status
-from tests.conftest import read_jsonl, shared_dir
+from tests.helpers.shared import read_jsonl, shared_dir
 
 PHRASE = "The final answer is: "
 SCORE0 = {"score": 0, "gameOver": False, "gameWon": False}

@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from rlvr_world.video.actions import ActionQuantizer
-from tests.conftest import read_jsonl
+from tests.helpers.shared import read_jsonl
 
 
 def _records(shared: Path, kind: str) -> list[dict[str, Any]]:

@@ -17,7 +17,7 @@ from rlvr_world.video.layout import (
     multi_step_frames,
     single_step,
 )
-from tests.conftest import read_jsonl
+from tests.helpers.shared import read_jsonl
 
 
 def _record(shared: Path, kind: str) -> dict[str, Any]:

@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from rlvr_world.rewards.types import Status
 from rlvr_world.rewards.web import MAX_TEXT_CHARS, hungarian_matches, score_web
-from tests.conftest import read_jsonl, shared_dir
+from tests.helpers.shared import read_jsonl, shared_dir
 
 TRUTH = (
     "New items:\n[1273] StaticText 'Vortex Running Shoes'\n[1272] button 'Search'\n\n"
