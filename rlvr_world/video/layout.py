@@ -100,6 +100,10 @@ class MultiStepVocab:
         return self.bos + 2
 
 
+#: Either layout's vocabulary.
+LayoutVocab = SingleStepVocab | MultiStepVocab
+
+
 @dataclass(frozen=True)
 class TokenSequence:
     """One training/rollout sequence. ``loss_mask`` covers the response only (1 = trained).
