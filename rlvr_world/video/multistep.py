@@ -1,4 +1,6 @@
-"""The multi-step layout of the video world model with the per-frame tokenizer (REFERENCE.md §3.4).
+"""The multi-step layout of the video world model with the per-frame tokenizer.
+
+The layout is the reference's (docs/reference.md#sequence-layouts).
 
 A clip of ``S + 2`` frames and ``S + 1`` actions (``data.clips(length=S + 2)``) becomes::
 
@@ -77,7 +79,7 @@ def context_clip_pairs(
 
     For every segment start ``s`` (the index of ``d1``) that the contiguous clips have, the
     clip is ``frames[c], frames[s .. s + S]`` with ``c`` uniform in ``[max(0, s - R), s]``
-    (REFERENCE.md 3.4: ``R`` = 15), and the contiguous clip's actions
+    (docs/reference.md#sequence-layouts: ``R`` = 15), and the contiguous clip's actions
     ``actions[s - 1 .. s + S - 1]`` (row 0 is not used by the layout); seeded by ``seed``."""
     length = clip_length(segment_frames)
     if isinstance(context_range, bool) or not isinstance(context_range, int) or context_range < 0:

@@ -1,4 +1,5 @@
-"""Action quantisation (REFERENCE.md §3.2): golden bins, and properties without golden."""
+"""Action quantisation (docs/reference.md#action-quantisation): golden bins, and properties
+without golden."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""Single- and multi-step sequence layouts (REFERENCE.md §3.4) against the golden records."""
+"""Single- and multi-step sequence layouts (docs/reference.md#sequence-layouts) against the
+golden records."""
 
 from __future__ import annotations
 
