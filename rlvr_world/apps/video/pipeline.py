@@ -46,7 +46,7 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypedDict
 
 import numpy as np
 
@@ -85,6 +85,15 @@ class VideoSetup:
     @property
     def tokens_per_frame(self) -> int:
         return self.frame_tokenizer.tokens_per_frame
+
+
+class _EvalInputs(TypedDict):
+    """The keyword arguments both held-out evaluations take from the setup."""
+
+    quantizer: ActionQuantizer
+    perceptual: PerceptualScorer
+    out_dir: Path
+    sequences: list[TokenSequence]
 
 
 def encode(
@@ -378,33 +387,26 @@ class VideoRun:
         cfg = EvalConfig(
             temperature=e.temperature, top_k=e.top_k, seed=e.seed, grid_rows=0, baselines=baselines
         )
-        out_dir = self.run_dir / "eval" / name
+        shared: _EvalInputs = {
+            "quantizer": s.quantizer,
+            "perceptual": s.perceptual,
+            "out_dir": self.run_dir / "eval" / name,
+            "sequences": s.test_sequences,
+        }
         t0 = time.perf_counter()
         if isinstance(s.vocab, MultiStepVocab):
+            segments = self.cfg.model.segment_frames
             report = evaluate_multistep(
                 model,
                 s.frame_tokenizer,
                 s.test_clips,
                 cfg,
                 vocab=s.vocab,
-                quantizer=s.quantizer,
-                segment_frames=self.cfg.model.segment_frames,
-                perceptual=s.perceptual,
-                out_dir=out_dir,
-                sequences=s.test_sequences,
+                segment_frames=segments,
+                **shared,
             )
         else:
-            report = evaluate(
-                model,
-                s.frame_tokenizer,
-                s.test_clips,
-                cfg,
-                vocab=s.vocab,
-                quantizer=s.quantizer,
-                perceptual=s.perceptual,
-                out_dir=out_dir,
-                sequences=s.test_sequences,
-            )
+            report = evaluate(model, s.frame_tokenizer, s.test_clips, cfg, vocab=s.vocab, **shared)
         self.summary.setdefault("eval", {})[name] = report
         self._phase(f"eval_{name}", time.perf_counter() - t0)
         return report
