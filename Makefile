@@ -43,11 +43,13 @@ lint: $(STAMP)
 	$(BIN)/lint-imports --no-logo
 
 # The test command of the README and of CI: lint, type-check, then every test, slow ones included
-# (about 8 minutes on 2 cores; gpu-marked tests skip with a reason where CUDA is absent).
+# (last measured on a 2-core machine: about 12 minutes of tests, about 19 with setup, see
+# docs/benchmarks.md#test-suite; gpu-marked tests skip with a reason where CUDA is absent).
 test: lint vllm-setup chromium-setup
 	$(BIN)/python -m pytest -m ""
 
-# Quicker loop while developing: everything not marked slow (about 50 s).
+# Quicker loop while developing: everything not marked slow (last measured: about 2.5 minutes on
+# a 2-core machine loaded by other jobs, see docs/benchmarks.md#test-suite).
 quick: $(STAMP)
 	$(BIN)/python -m pytest
 

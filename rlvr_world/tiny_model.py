@@ -3,18 +3,23 @@
 ``build_tokenizer(corpus, vocab_size)`` trains a byte-level BPE tokenizer on the run's own prompts
 and targets (``<|bos|>`` prepended to every encoding, ``<|eos|>`` ends a target, ``<|pad|>``), so
 the compact prompt of a small game is ~4x shorter than with a general tokenizer.
-``build_model(...)`` makes a randomly initialised ``LlamaForCausalLM`` over it. ``build_tiny_lm``
-saves both with ``save_pretrained`` (safetensors): the directory layout the SFT step, the trainer
-and the rollout service all read. Nothing is downloaded. Heavy imports happen inside functions.
+``build_model(...)`` makes a randomly initialised ``LlamaForCausalLM`` over it; ``tiny_lm`` builds
+the pair and checks the special ids, ``save_tiny_lm`` saves both with ``save_pretrained``
+(safetensors): the directory layout the SFT step, the trainer and the rollout service all read.
+``build_tiny_lm`` does all three. The tests build their tiny models here too. Nothing is
+downloaded. Heavy imports happen inside functions.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from pydantic import BaseModel, ConfigDict, Field
+
+if TYPE_CHECKING:
+    from transformers import LlamaForCausalLM, PreTrainedTokenizerFast
 
 SPECIAL = ("<|bos|>", "<|eos|>", "<|pad|>")
 BOS_ID, EOS_ID, PAD_ID = 0, 1, 2
@@ -33,7 +38,7 @@ class TinyLMConfig(BaseModel):
     seed: int = Field(default=0, ge=0, description="initialisation seed")
 
 
-def build_tokenizer(corpus: Iterable[str], vocab_size: int) -> Any:
+def build_tokenizer(corpus: Iterable[str], vocab_size: int) -> PreTrainedTokenizerFast:
     """A fast byte-level BPE tokenizer trained on ``corpus`` (module docstring)."""
     from tokenizers import (  # type: ignore[import-untyped]
         Tokenizer,
@@ -63,7 +68,7 @@ def build_tokenizer(corpus: Iterable[str], vocab_size: int) -> Any:
     )
 
 
-def build_model(cfg: TinyLMConfig, vocab_size: int) -> Any:
+def build_model(cfg: TinyLMConfig, vocab_size: int) -> LlamaForCausalLM:
     """A random ``LlamaForCausalLM`` (deterministic for ``cfg.seed``)."""
     import torch
     from transformers import LlamaConfig, LlamaForCausalLM
@@ -87,13 +92,24 @@ def build_model(cfg: TinyLMConfig, vocab_size: int) -> Any:
     return model
 
 
-def build_tiny_lm(folder: Path, corpus: Iterable[str], cfg: TinyLMConfig) -> Path:
-    """Train the tokenizer, build the model, save both into ``folder``; returns it."""
+def tiny_lm(
+    corpus: Iterable[str], cfg: TinyLMConfig
+) -> tuple[PreTrainedTokenizerFast, LlamaForCausalLM]:
+    """The tokenizer trained on ``corpus`` and a random model over its vocabulary."""
     tokenizer = build_tokenizer(corpus, cfg.vocab_size)
     if tokenizer.convert_tokens_to_ids(list(SPECIAL)) != [BOS_ID, EOS_ID, PAD_ID]:
         raise RuntimeError("tokenizer: special tokens did not get ids 0, 1, 2")
-    model = build_model(cfg, len(tokenizer))
+    return tokenizer, build_model(cfg, len(tokenizer))
+
+
+def save_tiny_lm(folder: Path, tokenizer: PreTrainedTokenizerFast, model: LlamaForCausalLM) -> Path:
+    """Both saved into ``folder`` (safetensors weights); returns it."""
     folder.mkdir(parents=True, exist_ok=True)
     tokenizer.save_pretrained(folder)
     model.save_pretrained(folder, safe_serialization=True)
     return folder
+
+
+def build_tiny_lm(folder: Path, corpus: Iterable[str], cfg: TinyLMConfig) -> Path:
+    """Train the tokenizer, build the model, save both into ``folder``; returns it."""
+    return save_tiny_lm(folder, *tiny_lm(corpus, cfg))

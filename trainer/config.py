@@ -1,8 +1,8 @@
 """Trainer configuration: one pydantic model, loaded from YAML or TOML plus ``--set`` overrides.
 
-Defaults follow REFERENCE.md §4 (AdamW betas 0.9/0.999, wd 0.01, grad clip 1.0, clip 0.2, dual
-clip 3.0, low_var_kl with beta 0.001, token-mean). Environment variables are not read here except
-``RLVR_REDIS_URL`` (by ``rlvr_world.queue.server``) when ``queue.redis_url`` is unset.
+Defaults follow docs/reference.md#grpo (AdamW betas 0.9/0.999, wd 0.01, grad clip 1.0, clip 0.2,
+dual clip 3.0, low_var_kl with beta 0.001, token-mean). Environment variables are not read here
+except ``RLVR_REDIS_URL`` (by ``rlvr_world.queue.server``) when ``queue.redis_url`` is unset.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """One GRPO optimizer step over prepared samples: micro-batches, gradient accumulation, clipping.
 
-Loss per micro-batch as verl computes it (REFERENCE.md §4), divided by the number of
+Loss per micro-batch as verl computes it (docs/reference.md#grpo), divided by the number of
 micro-batches, backward per micro-batch, then grad-norm clipping and one AdamW step. The
 importance ratio uses the behaviour log-probs stored with each sample. Non-finite gradient norms
 skip the update (as verl does) and are reported.

@@ -1,4 +1,4 @@
-"""GRPO loss terms as verl's ``core_algos`` computes them (REFERENCE.md §4).
+"""GRPO loss terms as verl's ``core_algos`` computes them (docs/reference.md#grpo).
 
 * ``kl_penalty``: per-token KL estimators ``kl``/``k1``, ``abs``, ``mse``/``k2``,
   ``low_var_kl``/``k3`` (clamped to ±10), with verl's ``+`` straight-through variants (k2
@@ -8,7 +8,8 @@
 * ``policy_loss``: PPO clipped surrogate with asymmetric clip range and optional dual-clip (vid_wm
   fork: for A < 0 the loss is capped at ``-A * c``). The log-ratio is clamped to ±20 before
   ``exp`` (verl 0.9); the lang_wm fork had no dual-clip, select it with ``clip_ratio_c=None``.
-  ``clipfrac_lower`` is the corrected metric (REFERENCE.md §7.11: the fork always logged 0).
+  ``clipfrac_lower`` is the corrected metric (the fork always logged 0: docs/reference.md#quirks,
+  Q11).
 * ``entropy_from_logits`` and ``grpo_loss`` (pg - c_ent * entropy + beta * KL).
 
 Pure torch, no I/O; does not compute log-probs from a model (the trainer does).
@@ -146,7 +147,7 @@ def entropy_from_logits(logits: torch.Tensor) -> torch.Tensor:
 
 @dataclass(frozen=True)
 class GrpoLossConfig:
-    """The coefficients of the GRPO objective (REFERENCE.md §4 defaults)."""
+    """The coefficients of the GRPO objective (docs/reference.md#grpo defaults)."""
 
     clip_low: float = 0.2
     clip_high: float = 0.2

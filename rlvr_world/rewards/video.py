@@ -12,7 +12,7 @@ with ``loss_l1 = L1``, ``loss_mse = MSE``, ``loss_ssim = 1 - SSIM``, ``loss_psnr
 ``-(MAE + LPIPS)`` (single step) and ``-(1/T) sum_t (MAE_t + LPIPS_t)`` (multi-step, README's
 ``reward_fn=mae``, ``msp_reward_aggregate=mean``).
 
-Choices (see REFERENCE.md §3.5):
+Choices (see docs/reference.md#video-reward):
 
 * pixels are in [0, 1]; ``uint8`` frames are divided by 255. Predictions are clamped to [0, 1] as in
   the reference; targets must already lie in [0, 1] (up to ``VALUE_TOLERANCE``).

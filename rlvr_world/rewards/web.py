@@ -1,6 +1,7 @@
 """Web-page world-model reward: F1 of exact item matches between predicted and true tree diffs.
 
-The model answers with three sections of accessibility-tree lines (REFERENCE.md §2)::
+The model answers with three sections of accessibility-tree lines
+(docs/reference.md#web-diffs-and-reward)::
 
     New items:
     [1273] StaticText 'Vortex Running Shoes'
@@ -25,7 +26,8 @@ for ``p >= 10000``.
 ``strict`` (the default) keeps the metric and normalises only what cannot change an item's meaning:
 
 1. End-of-sequence texts (``<｜end▁of▁sentence｜>``, ``<|endoftext|>``, ``<|im_end|>``,
-   ``<|eot_id|>``, ``</s>``) are removed, so the last item is not corrupted (REFERENCE §7.6).
+   ``<|eot_id|>``, ``</s>``) are removed, so the last item is not corrupted
+   (docs/reference.md#quirks, Q6).
 2. Reasoning up to the last ``</think>`` is dropped, so a draft inside the reasoning is not scored.
 3. Headers are recognised case-insensitively and with Markdown decoration (``**New items:**``,
    ``### Deleted Items:``): those lines can only be headers.

@@ -1,4 +1,4 @@
-"""Web-page state prediction on accessibility trees (REFERENCE.md §2.1).
+"""Web-page state prediction on accessibility trees (docs/reference.md#web-diffs-and-reward).
 
 An observation is WebArena accessibility-tree text, one node a line, indented by depth::
 

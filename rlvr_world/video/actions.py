@@ -1,4 +1,4 @@
-"""Action quantisation into per-dimension bins (REFERENCE.md §3.2).
+"""Action quantisation into per-dimension bins (docs/reference.md#action-quantisation).
 
 ``tok = clip(floor(clip((a - min) / (max - min + 1e-8), 0, 1) * bins), 0, bins - 1)``, evaluated in
 float32 as the reference does with torch tensors: in float32 the ``1e-8`` vanishes beside a range of

@@ -1,4 +1,5 @@
-"""Compressive context tokenizer (REFERENCE.md §3.3 "ctx_cnn"; iVideoGPT ``CompressiveVQModelFSQ``).
+"""Compressive context tokenizer (iVideoGPT ``CompressiveVQModelFSQ``; the reference's "ctx_cnn",
+docs/reference.md#frame-tokenizers).
 
 What it does: a clip's first frame (the context) is tokenized richly by its own CNN encoder, FSQ and
 decoder (``context_downsample``: the reference used 8x, 1280 tokens at 256x320); every future frame

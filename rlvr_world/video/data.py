@@ -77,6 +77,12 @@ class Clip:
     start: int
 
 
+#: A clip as its ``(frames, actions)`` arrays, the form the run code cuts and passes around.
+ClipArrays = tuple[Frames, Actions]
+#: What the encoders and evaluations take: a :class:`Clip` or its ``(frames, actions)`` arrays.
+ClipLike = Clip | ClipArrays
+
+
 def check_frames(name: str, frames: object) -> None:
     """Raise ValueError unless ``frames`` is a uint8 (N, H, W, 3) array with N >= 2."""
     if not isinstance(frames, np.ndarray):

@@ -41,6 +41,8 @@ from rlvr_world.rewards.video import (
     repeated_frames,
     validate_video,
 )
+from rlvr_world.video.data import ClipLike
+from rlvr_world.video.layout import SingleStepVocab, TokenSequence
 from rlvr_world.video.train_mle import clip_arrays, encode_clips
 from rlvr_world.video.world_model import visual_ids
 
@@ -49,10 +51,10 @@ if TYPE_CHECKING:
     from transformers import PreTrainedModel
 
     from rlvr_world.rewards.video import PerceptualScorer
+    from rlvr_world.video.actions import ActionQuantizer
+    from rlvr_world.video.tokenizer import FrameTokenizer
 
 log = logging.getLogger(__name__)
-
-Clip = Any  # rlvr_world.video.data.Clip, or a (frames, actions) pair
 
 
 class EvalConfig(BaseModel):
@@ -166,15 +168,15 @@ def reward_setup(
 
 def evaluate(
     model: PreTrainedModel,
-    frame_tokenizer: Any,
-    clips: Sequence[Clip],
+    frame_tokenizer: FrameTokenizer,
+    clips: Sequence[ClipLike],
     cfg: EvalConfig,
     *,
-    vocab: Any,
-    quantizer: Any,
+    vocab: SingleStepVocab,
+    quantizer: ActionQuantizer | None,
     perceptual: PerceptualScorer | None = None,
     out_dir: Path | None = None,
-    sequences: Sequence[Any] | None = None,
+    sequences: Sequence[TokenSequence] | None = None,
 ) -> dict[str, Any]:
     """Report dict for held-out ``clips`` (module docstring); writes ``eval.json`` and
     ``grid.png`` into ``out_dir`` when given. ``perceptual`` defaults to ``make_perceptual``;

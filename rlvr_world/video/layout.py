@@ -1,4 +1,5 @@
-"""Token sequences for the video world model (REFERENCE.md §3.4, golden kinds ``video_layout_*``).
+"""Token sequences for the video world model (docs/reference.md#sequence-layouts; golden kinds
+``video_layout_*``).
 
 **Single-step** (iVideoGPT processor ``simple``)::
 
@@ -98,6 +99,10 @@ class MultiStepVocab:
     @property
     def size(self) -> int:
         return self.bos + 2
+
+
+#: Either layout's vocabulary.
+LayoutVocab = SingleStepVocab | MultiStepVocab
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,6 @@
-"""The multi-step layout of the video world model with the per-frame tokenizer (REFERENCE.md §3.4).
+"""The multi-step layout of the video world model with the per-frame tokenizer.
+
+The layout is the reference's (docs/reference.md#sequence-layouts).
 
 A clip of ``S + 2`` frames and ``S + 1`` actions (``data.clips(length=S + 2)``) becomes::
 
@@ -38,6 +40,7 @@ from numpy.typing import NDArray
 
 from rlvr_world.items import PromptItem, video_item
 from rlvr_world.rewards.video import repeated_frames
+from rlvr_world.video.data import ClipArrays, ClipLike, Episode
 from rlvr_world.video.evaluate import (
     EvalConfig,
     pick,
@@ -54,6 +57,8 @@ if TYPE_CHECKING:
     from transformers import PreTrainedModel
 
     from rlvr_world.rewards.video import PerceptualScorer
+    from rlvr_world.video.actions import ActionQuantizer
+    from rlvr_world.video.tokenizer import FrameTokenizer
 
 log = logging.getLogger(__name__)
 
@@ -68,15 +73,14 @@ def clip_length(segment_frames: int) -> int:
 
 
 def context_clip_pairs(
-    episodes: Sequence[Any], segment_frames: int, context_range: int, seed: int
-) -> list[tuple[NDArray[np.uint8], NDArray[np.float32]]]:
+    episodes: Sequence[Episode], segment_frames: int, context_range: int, seed: int
+) -> list[ClipArrays]:
     """Multi-step clips whose context frame is drawn at random, as the reference loader does.
 
     For every segment start ``s`` (the index of ``d1``) that the contiguous clips have, the
     clip is ``frames[c], frames[s .. s + S]`` with ``c`` uniform in ``[max(0, s - R), s]``
-    (REFERENCE.md 3.4: ``R`` = 15), and the contiguous clip's actions
-    ``actions[s - 1 .. s + S - 1]`` (row 0 is not used by the layout). ``episodes`` are
-    ``data.Episode``s; seeded by ``seed``."""
+    (docs/reference.md#sequence-layouts: ``R`` = 15), and the contiguous clip's actions
+    ``actions[s - 1 .. s + S - 1]`` (row 0 is not used by the layout); seeded by ``seed``."""
     length = clip_length(segment_frames)
     if isinstance(context_range, bool) or not isinstance(context_range, int) or context_range < 0:
         raise ValueError(f"context_range: expected an int >= 0, got {context_range!r}")
@@ -98,9 +102,9 @@ def multistep_vocab(codebook_size: int, action_bins: int) -> MultiStepVocab:
 
 
 def encode_multistep_clips(
-    clips: Sequence[Any],
-    tokenizer: Any,
-    quantizer: Any,
+    clips: Sequence[ClipLike],
+    tokenizer: FrameTokenizer,
+    quantizer: ActionQuantizer | None,
     vocab: MultiStepVocab,
     segment_frames: int,
     *,
@@ -214,11 +218,11 @@ def _prompts_and_inserts(
 
 def predicted_multistep(
     model: PreTrainedModel,
-    frame_tokenizer: Any,
+    frame_tokenizer: FrameTokenizer,
     sequences: Sequence[TokenSequence],
     vocab: MultiStepVocab,
     cfg: EvalConfig,
-) -> tuple[NDArray[np.int64], NDArray[Any]]:
+) -> tuple[NDArray[np.int64], NDArray[np.float32]]:
     """Sampled tokens ``(N, T, P)`` and decoded frames ``(N, T, H, W, 3)`` of the sequences."""
     per = int(frame_tokenizer.tokens_per_frame)
     prompts, inserts = _prompts_and_inserts(sequences)
@@ -239,12 +243,12 @@ def _true_tokens(seq: TokenSequence) -> tuple[NDArray[np.int64], NDArray[np.int6
 
 def evaluate_multistep(
     model: PreTrainedModel,
-    frame_tokenizer: Any,
-    clips: Sequence[Any],
+    frame_tokenizer: FrameTokenizer,
+    clips: Sequence[ClipLike],
     cfg: EvalConfig,
     *,
     vocab: MultiStepVocab,
-    quantizer: Any,
+    quantizer: ActionQuantizer | None,
     segment_frames: int,
     perceptual: PerceptualScorer | None = None,
     out_dir: Path | None = None,

@@ -1,4 +1,5 @@
-"""Per-frame visual tokenizer: a CNN encoder, FSQ, and a CNN decoder (REFERENCE.md §3.3 "cnn").
+"""Per-frame visual tokenizer: a CNN encoder, FSQ, and a CNN decoder (the reference's "cnn",
+docs/reference.md#frame-tokenizers).
 
 What it does: ``FrameTokenizer`` maps frames float ``(B, 3, H, W)`` in [0, 1] to ``(H/s) * (W/s)``
 integer tokens (``s`` = ``downsample``) in ``[0, prod(levels))`` and back. The encoder and decoder
@@ -13,7 +14,7 @@ with ``config.json`` (kind, format version, config) and ``model.safetensors``.
 The reference tokenizer is 5 blocks (128..768 channels), 16x downsampling and FSQ [7,5,5,5,5]; the
 default here is a small CPU size (64x64 frames, 8x downsampling, 64 tokens,
 FSQ [8,5,5,5] = 1000 codes). Training lives in ``train_tokenizer``; the compressive context
-tokenizer (§3.3 "ctx_cnn") in ``compressive``.
+tokenizer ("ctx_cnn") in ``compressive``.
 
 What it does not do: no GAN loss, no attention blocks, no training code, no resizing (frames must
 already have the configured size).

@@ -26,17 +26,20 @@ import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Literal
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
-from rlvr_world.video.layout import single_step
+from rlvr_world.video.data import Clip, ClipLike
+from rlvr_world.video.layout import SingleStepVocab, TokenSequence, single_step
 
 if TYPE_CHECKING:
     import torch
     from transformers import PreTrainedModel
 
+    from rlvr_world.video.actions import ActionQuantizer
+    from rlvr_world.video.tokenizer import FrameTokenizer
     from rlvr_world.video.world_model import WorldModelSpec
 
 log = logging.getLogger(__name__)
@@ -75,7 +78,7 @@ class MLEResult:
     tokens: int
     seconds: float
     losses: list[float] = field(default_factory=list)
-    optimizer: Any = None  # torch.optim.AdamW, for save_checkpoint
+    optimizer: torch.optim.Optimizer | None = None  # for save_checkpoint
 
     @property
     def tokens_per_s(self) -> float:
@@ -106,7 +109,7 @@ def lr_at(step: int, cfg: MLEConfig) -> float:
     return floor + (cfg.lr - floor) * 0.5 * (1.0 + math.cos(math.pi * frac))
 
 
-def collate(sequences: Sequence[Any], pad_id: int) -> dict[str, torch.Tensor]:
+def collate(sequences: Sequence[TokenSequence], pad_id: int) -> dict[str, torch.Tensor]:
     """Right-padded ``input_ids``/``labels``/``attention_mask``/``position_ids`` of sequences."""
     import torch
 
@@ -156,7 +159,7 @@ def make_optimizer(model: torch.nn.Module, cfg: MLEConfig) -> torch.optim.AdamW:
     return torch.optim.AdamW(groups, lr=cfg.lr, betas=cfg.betas)
 
 
-def _validate(sequences: Sequence[Any]) -> None:
+def _validate(sequences: Sequence[TokenSequence]) -> None:
     if not sequences:
         raise ValueError("sequences: empty")
     for i, s in enumerate(sequences):
@@ -169,7 +172,7 @@ def _validate(sequences: Sequence[Any]) -> None:
 
 def train_mle(
     model: PreTrainedModel,
-    sequences: Sequence[Any],
+    sequences: Sequence[TokenSequence],
     cfg: MLEConfig,
     *,
     pad_id: int,
@@ -248,6 +251,8 @@ def save_checkpoint(
 
     from rlvr_world.video.world_model import save_with_spec
 
+    if result.optimizer is None:
+        raise ValueError("result: it holds no optimizer (save_checkpoint needs train_mle's result)")
     save_with_spec(model, spec, folder)
     state = {"step": result.step, "optimizer": result.optimizer.state_dict()}
     torch.save(state, folder / TRAIN_STATE)
@@ -270,15 +275,15 @@ def load_train_state(folder: Path, optimizer: torch.optim.Optimizer) -> int:
     return int(state["step"])
 
 
-def clip_arrays(clip: Any) -> tuple[np.ndarray, np.ndarray]:
+def clip_arrays(clip: ClipLike) -> tuple[np.ndarray, np.ndarray]:
     """``(frames, actions)`` of a ``data.Clip`` or of a ``(frames, actions)`` pair."""
-    if hasattr(clip, "frames") and hasattr(clip, "actions"):
+    if isinstance(clip, Clip):
         return np.asarray(clip.frames), np.asarray(clip.actions)
     frames, actions = clip
     return np.asarray(frames), np.asarray(actions)
 
 
-def unique_encode(frames: np.ndarray, tokenizer: Any, batch_size: int) -> np.ndarray:
+def unique_encode(frames: np.ndarray, tokenizer: FrameTokenizer, batch_size: int) -> np.ndarray:
     """``tokenizer.encode_frames(frames)``, encoding each distinct frame (by bytes) once."""
     index: dict[bytes, int] = {}
     where = np.empty(len(frames), dtype=np.int64)
@@ -292,13 +297,13 @@ def unique_encode(frames: np.ndarray, tokenizer: Any, batch_size: int) -> np.nda
 
 
 def encode_clips(
-    clips: Sequence[Any],
-    tokenizer: Any,
-    quantizer: Any,
-    vocab: Any,
+    clips: Sequence[ClipLike],
+    tokenizer: FrameTokenizer,
+    quantizer: ActionQuantizer | None,
+    vocab: SingleStepVocab,
     *,
     batch_size: int = 64,
-) -> list[Any]:
+) -> list[TokenSequence]:
     """Single-step ``TokenSequence``s of clips (``data.Clip`` or pairs ``(frames uint8 (C+1,H,W,3),
     actions (C,D))``).
 

@@ -29,10 +29,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
-from rlvr_world.video.layout import MultiStepVocab, SingleStepVocab
+from rlvr_world.video.layout import LayoutVocab, MultiStepVocab, SingleStepVocab
 
 if TYPE_CHECKING:
-    from transformers import LlamaForCausalLM, PreTrainedModel
+    from transformers import LlamaForCausalLM, PreTrainedModel, PreTrainedTokenizerFast
 
 log = logging.getLogger(__name__)
 
@@ -66,7 +66,7 @@ class Vocab(Protocol):
 class WorldModelSpec:
     """The ``video.json`` of a world-model directory."""
 
-    vocab: Any  # a layout vocabulary (SingleStepVocab | MultiStepVocab)
+    vocab: LayoutVocab
     tokens_per_frame: int
     context_length: int
     action_quantizer: dict[str, Any] | None = None
@@ -100,7 +100,7 @@ class WorldModelSpec:
 # Vocabulary
 
 
-def vocab_to_dict(vocab: Any) -> dict[str, Any]:
+def vocab_to_dict(vocab: LayoutVocab) -> dict[str, Any]:
     """``{"kind": <class name>, **fields}`` of a layout vocabulary dataclass."""
     kind = type(vocab).__name__
     if kind not in VOCAB_KINDS or not dataclasses.is_dataclass(vocab):
@@ -108,7 +108,7 @@ def vocab_to_dict(vocab: Any) -> dict[str, Any]:
     return {"kind": kind, **{f.name: getattr(vocab, f.name) for f in dataclasses.fields(vocab)}}
 
 
-def vocab_from_dict(data: Mapping[str, Any]) -> Any:
+def vocab_from_dict(data: Mapping[str, Any]) -> LayoutVocab:
     """The layout vocabulary a ``vocab_to_dict`` dict describes."""
     kind = data.get("kind")
     if kind not in VOCAB_KINDS:
@@ -116,18 +116,18 @@ def vocab_from_dict(data: Mapping[str, Any]) -> Any:
     return VOCAB_CLASSES[str(kind)](**{k: v for k, v in data.items() if k != "kind"})
 
 
-def visual_ids(vocab: Any) -> range:
+def visual_ids(vocab: LayoutVocab) -> range:
     """Ids the model may emit for a frame: visual codes (single-step) or dynamics codes."""
-    if hasattr(vocab, "visual_codes"):
-        return range(int(vocab.visual_codes))
-    if hasattr(vocab, "dynamics_codes"):
-        return range(int(vocab.dynamics_codes))
-    raise ValueError(f"vocab: {type(vocab).__name__} has neither visual_codes nor dynamics_codes")
+    if isinstance(vocab, SingleStepVocab):
+        return range(vocab.visual_codes)
+    if isinstance(vocab, MultiStepVocab):
+        return range(vocab.dynamics_codes)
+    raise ValueError(f"vocab: {type(vocab).__name__} is neither SingleStepVocab nor MultiStepVocab")
 
 
-def token_names(vocab: Any) -> list[str]:
+def token_names(vocab: LayoutVocab) -> list[str]:
     """One name per id: ``<v…>``/``<d…>``+``<c…>``, ``<a…>``, then ``<bos>`` and ``<eos>``."""
-    if hasattr(vocab, "visual_codes"):
+    if isinstance(vocab, SingleStepVocab):
         names = [f"<v{i}>" for i in range(vocab.visual_codes)]
     else:
         names = [f"<d{i}>" for i in range(vocab.dynamics_codes)]
@@ -141,7 +141,7 @@ def token_names(vocab: Any) -> list[str]:
     return [*names, BOS_TOKEN, EOS_TOKEN]
 
 
-def build_tokenizer(vocab: Vocab) -> Any:
+def build_tokenizer(vocab: LayoutVocab) -> PreTrainedTokenizerFast:
     """A ``PreTrainedTokenizerFast`` over ``token_names(vocab)`` (whitespace-separated names)."""
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers  # type: ignore[import-untyped]
     from transformers import PreTrainedTokenizerFast
@@ -222,7 +222,7 @@ def embedding_rows(model: PreTrainedModel) -> int:
 
 def save_world_model(
     model: PreTrainedModel,
-    vocab: Vocab,
+    vocab: LayoutVocab,
     folder: Path,
     *,
     tokens_per_frame: int,

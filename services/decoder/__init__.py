@@ -1,6 +1,6 @@
-"""Decoder service: gRPC ``DecoderService`` turning token ids into text with the model's tokenizer.
+"""Decoder service: gRPC ``DecoderService`` turning token ids into text with the model's tokenizer,
+and visual tokens into frames with a frozen frame tokenizer (``--video-tokenizer``).
 
-Start it with ``rlvr-world serve decoder`` or ``python -m services.decoder``. Frame decoding
-(visual tokens to frames) is part of the contract but not implemented here yet: ``DecodeFrames``
-answers UNIMPLEMENTED until the video world-model work adds a frames decoder.
+Start it with ``rlvr-world serve decoder`` or ``python -m services.decoder``; ``README.md`` here
+describes its settings, RPCs and errors.
 """

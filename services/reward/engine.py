@@ -200,9 +200,8 @@ def chunks(n: int, workers: int, per_worker: int = 4) -> list[range]:
     """Split ``n`` items into about ``per_worker`` chunks per worker, each at most ``MAX_CHUNK``
     long. Four, even when the pool is already busy, although each chunk costs the event loop a
     wake-up and a pickle: with one big chunk per process a call is answered only when its slowest
-    process is done, and a process can run dry between calls (``bench/reward_service.py``, medians
-    of 5 rounds, noisy: one chunk per process when busy gave 0.79 / 1.49 for 1 / 2 processes,
-    four gave 0.91 / 1.59)."""
+    process is done, and a process can run dry between calls (``bench/reward_service.py``
+    measured both; docs/benchmarks.md)."""
     if n == 0:
         return []
     size = max(1, min(MAX_CHUNK, math.ceil(n / (workers * per_worker))))

@@ -1,9 +1,9 @@
 """``ScoreBatch`` as wire bytes: the service process splits, the scoring processes parse and encode.
 
-The throughput path of the service. Parsing every ``ScoreRequest``, building a job for each,
-pickling them to the pool and building every ``ScoreResponse`` kept the event loop (the one
-thread that serves every call) busy for 53-64 us of CPU per text request, gRPC's own work
-included; 37-44 us now (``bench/reward_main_cpu.py``, medians). Here the event loop only finds
+The throughput path of the service. The event loop is the one thread that serves every call, so
+it does not parse the ``ScoreRequest``s, build a job for each or build the ``ScoreResponse``s:
+those per-request costs go to the scoring processes (``bench/reward_main_cpu.py`` measures the
+loop's CPU per request; docs/benchmarks.md has the figures). The event loop only finds
 where each ``requests`` entry starts and ends in the call's bytes (``split_requests``: a tag and a
 length per request, no parsing of its fields), hands each chunk of entries to a scoring process
 as one ``bytes``, and joins the encoded ``responses`` entries the processes send back.

@@ -7,7 +7,6 @@ and trainer on a tiny offline model) and Prometheus-format metrics from every se
 
 from __future__ import annotations
 
-import json
 import re
 import urllib.request
 from collections.abc import Iterator
@@ -18,23 +17,16 @@ import pytest
 
 from rlvr_world.apps.compose_mirror import ComposeMirror
 from rlvr_world.rewards.types import Status
+from tests.helpers.reward import EXAMPLES, example_rows
 
 pytestmark = pytest.mark.integration
 ROOT = Path(__file__).resolve().parents[2]
 COMPOSE = ROOT / "docker-compose.yml"
-EXAMPLES = ROOT / "examples" / "score_requests.jsonl"
 ENVIRON = {"RLVR_REWARD_WORKERS": "1"}
 
 
 def text_game_rows() -> list[dict[str, Any]]:
-    rows = []
-    for line in EXAMPLES.read_text(encoding="utf-8").splitlines():
-        try:
-            row = json.loads(line)
-        except json.JSONDecodeError:
-            continue
-        if row.get("data_source") == "llm_simulator":
-            rows.append(row)
+    rows = example_rows("llm_simulator")
     assert rows, f"no llm_simulator rows in {EXAMPLES}"
     return rows
 
@@ -108,7 +100,7 @@ def test_whole_topology_serves_prometheus_metrics_from_every_service(
 ) -> None:
     from prometheus_client.parser import text_string_to_metric_families
 
-    from tests.integration.tiny_lm import build_tiny_lm
+    from tests.helpers.tiny_lm import build_tiny_lm
 
     models = tmp_path_factory.mktemp("models")
     build_tiny_lm(models / "policy")

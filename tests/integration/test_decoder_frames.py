@@ -17,7 +17,7 @@ from rlvr_world.v1 import decoder_pb2, decoder_pb2_grpc
 from rlvr_world.video.tokenizer import FrameTokenizer, TokenizerConfig
 from services.decoder.settings import DecoderSettings
 from services.decoder.testing import ServiceThread
-from tests.integration.tiny_lm import build_tokenizer
+from tests.helpers.tiny_lm import tiny_tokenizer
 
 pytestmark = pytest.mark.integration
 
@@ -38,7 +38,7 @@ def video_tokenizer(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="module")
 def svc(tmp_path_factory: pytest.TempPathFactory, video_tokenizer: Path) -> Iterator[ServiceThread]:
     text = tmp_path_factory.mktemp("tokenizer")
-    build_tokenizer().save_pretrained(text)
+    tiny_tokenizer().save_pretrained(text)
     settings = DecoderSettings(
         tokenizer=str(text),
         video_tokenizer=str(video_tokenizer),

@@ -15,7 +15,7 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from rlvr_world.v1 import decoder_pb2, decoder_pb2_grpc
 from services.decoder.settings import DecoderSettings
 from services.decoder.testing import ServiceThread
-from tests.integration.tiny_lm import build_tokenizer
+from tests.helpers.tiny_lm import tiny_tokenizer
 
 pytestmark = pytest.mark.integration
 
@@ -23,7 +23,7 @@ pytestmark = pytest.mark.integration
 @pytest.fixture(scope="module")
 def tokenizer_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     folder = tmp_path_factory.mktemp("tokenizer")
-    build_tokenizer().save_pretrained(folder)
+    tiny_tokenizer().save_pretrained(folder)
     return folder
 
 

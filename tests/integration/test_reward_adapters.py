@@ -13,7 +13,7 @@ import pytest
 from rlvr_world.rewards.dispatch import score_mapping
 from services.reward.settings import RewardSettings
 from services.reward.testing import ServiceThread
-from tests.integration.test_reward_grpc import example_rows
+from tests.helpers.reward import example_rows
 
 pytestmark = pytest.mark.integration
 ADAPTER = Path(__file__).resolve().parents[2] / "rlvr_world" / "adapters" / "verl.py"

@@ -15,8 +15,7 @@ from rlvr_world.rewards.dispatch import score_mapping
 from rlvr_world.v1 import reward_pb2, reward_pb2_grpc
 from services.reward.settings import RewardSettings
 from services.reward.testing import ServiceThread
-from tests.conftest import read_jsonl, shared_dir
-from tests.integration.test_reward_grpc import HAS_TEXT_GAME
+from tests.helpers.shared import read_jsonl, shared_dir
 
 pytestmark = pytest.mark.integration
 
@@ -59,8 +58,6 @@ def svc() -> Iterator[ServiceThread]:
 
 @pytest.mark.parametrize("task", ["web", "text_game"])
 def test_golden_through_grpc_and_http_equal_core(task: str, svc: ServiceThread) -> None:
-    if task == "text_game" and not HAS_TEXT_GAME:
-        pytest.skip("rlvr_world.rewards.text_game not written yet")
     rows = golden_rows(task)
     core = [score_mapping(r).to_dict() for r in rows]
     with grpc.insecure_channel(svc.grpc_address) as channel:

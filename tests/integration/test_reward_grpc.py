@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import importlib
-import json
 import re
 import subprocess
 from collections.abc import Iterator
@@ -32,33 +30,9 @@ from rlvr_world.v1 import common_pb2, reward_pb2, reward_pb2_grpc
 from services.reward import convert
 from services.reward.settings import RewardSettings
 from services.reward.testing import ServiceThread
+from tests.helpers.reward import TOKEN, example_rows
 
 pytestmark = pytest.mark.integration
-EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "score_requests.jsonl"
-
-
-def _has_text_game() -> bool:
-    try:
-        module = importlib.import_module("rlvr_world.rewards.text_game")
-    except ImportError:
-        return False
-    return hasattr(module, "score_text_game")
-
-
-HAS_TEXT_GAME = _has_text_game()
-TOKEN = "s3cret-token"
-
-
-def example_rows(data_source: str) -> list[dict[str, Any]]:
-    rows = []
-    for line in EXAMPLES.read_text(encoding="utf-8").splitlines():
-        try:
-            row = json.loads(line)
-        except json.JSONDecodeError:
-            continue
-        if row.get("data_source") == data_source:
-            rows.append(row)
-    return rows
 
 
 @pytest.fixture(scope="module")
@@ -107,7 +81,6 @@ def test_web_score_matches_core(stub: Any) -> None:
         assert dict(resp.metrics) == pytest.approx(dict(core.metrics))
 
 
-@pytest.mark.skipif(not HAS_TEXT_GAME, reason="rlvr_world.rewards.text_game not written yet")
 def test_text_game_score_matches_core(stub: Any) -> None:
     for row in example_rows("llm_simulator"):
         resp = stub.Score(verl_request(row), timeout=30)

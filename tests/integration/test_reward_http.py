@@ -15,7 +15,7 @@ import pytest
 from rlvr_world.rewards.dispatch import score_mapping
 from services.reward.settings import RewardSettings
 from services.reward.testing import ServiceThread
-from tests.integration.test_reward_grpc import HAS_TEXT_GAME, TOKEN, example_rows
+from tests.helpers.reward import TOKEN, example_rows
 
 pytestmark = pytest.mark.integration
 
@@ -85,7 +85,6 @@ def test_typed_web_equals_verl_style(http: httpx.Client) -> None:
     assert out["reward"] == pytest.approx(core.reward)
 
 
-@pytest.mark.skipif(not HAS_TEXT_GAME, reason="rlvr_world.rewards.text_game not written yet")
 def test_text_game_both_forms(http: httpx.Client) -> None:
     for row in example_rows("llm_simulator"):
         core = score_mapping(row)

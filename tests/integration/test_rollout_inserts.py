@@ -17,8 +17,8 @@ from rlvr_world.v1 import rollout_pb2, rollout_pb2_grpc
 from services.rollout.engine import InvalidRequest, SamplingParams, plan_segments
 from services.rollout.settings import RolloutSettings
 from services.rollout.testing import ServiceThread
-from tests.integration.test_rollout_grpc import VOCAB, assert_serving, recompute, request
-from tests.integration.tiny_lm import build_tiny_lm, load_model
+from tests.helpers.rollout import VOCAB, assert_serving, recompute, request
+from tests.helpers.tiny_lm import build_tiny_lm, load_model
 
 pytestmark = pytest.mark.integration
 TOL = 1e-4

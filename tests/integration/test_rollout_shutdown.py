@@ -15,7 +15,7 @@ import grpc
 import pytest
 
 from rlvr_world.v1 import rollout_pb2, rollout_pb2_grpc
-from tests.integration.tiny_lm import build_tiny_lm
+from tests.helpers.tiny_lm import build_tiny_lm
 
 pytestmark = pytest.mark.integration
 READY = re.compile(r"rollout service ready: gRPC ([\d.]+):(\d+)")

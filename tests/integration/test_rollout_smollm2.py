@@ -19,7 +19,7 @@ import pytest
 from rlvr_world.v1 import rollout_pb2, rollout_pb2_grpc
 from services.rollout.settings import RolloutSettings
 from services.rollout.testing import ServiceThread
-from tests.integration.test_rollout_grpc import recompute
+from tests.helpers.rollout import recompute
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"

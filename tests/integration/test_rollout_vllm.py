@@ -3,8 +3,8 @@
 
 The service is a real process started with the vLLM environment's Python; the tiny model, the
 teacher-forced recomputation and the trainer-format checkpoints come from this environment's
-transformers. The model is the tiny Llama of ``tiny_lm`` widened to head size 32 (vLLM's CPU
-attention supports head sizes 32, 64, 80, ...; tiny_lm's is 8).
+transformers. The model is the tiny Llama of ``tests.helpers.tiny_lm`` widened to head size 32
+(vLLM's CPU attention supports head sizes 32, 64, 80, ...; the tiny LM's is 8).
 
 Log-prob tolerance 1e-4 (absolute, nats): both sides compute in float32 and differ only in the order
 of reductions (vLLM's CPU attention and fused kernels vs. PyTorch eager), which on a 2-layer model
@@ -26,13 +26,15 @@ import torch
 from rlvr_world.apps.supervisor import GrpcHealth, ProcessSpec, Supervisor, pick_free_port
 from rlvr_world.v1 import rollout_pb2, rollout_pb2_grpc
 from services.rollout.sampling import truncate
-from tests.integration.test_rollout_grpc import BAD_GENERATE, MAX_N, VOCAB, recompute, request
-from tests.integration.tiny_lm import build_tokenizer, make_eos_likely
+from tests.helpers.rollout import BAD_GENERATE, MAX_N, VOCAB, recompute, request
+from tests.helpers.tiny_lm import TINY, build_tiny_lm, load_model
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(900)]
 ROOT = Path(__file__).resolve().parents[2]
 TOL = 1e-4
 PROMPT = [0, 40, 41, 42, 43]
+#: The tiny LM widened to head size 32 (hidden 64, 2 heads), which vLLM's CPU attention supports.
+H32 = TINY.model_copy(update={"hidden_size": 64, "num_heads": 2})
 
 
 @pytest.fixture(scope="module")
@@ -48,44 +50,17 @@ def vllm_python() -> Path:
     return path
 
 
-def build_model(vocab_size: int, seed: int = 0) -> Any:
-    """tiny_lm's Llama with head size 32 (hidden 64, 2 heads), EOS made likely."""
-    from transformers import LlamaConfig, LlamaForCausalLM
-
-    torch.manual_seed(seed)
-    config = LlamaConfig(
-        vocab_size=vocab_size,
-        hidden_size=64,
-        intermediate_size=128,
-        num_hidden_layers=2,
-        num_attention_heads=2,
-        num_key_value_heads=2,
-        max_position_embeddings=512,
-        tie_word_embeddings=False,
-        bos_token_id=0,
-        eos_token_id=1,
-        pad_token_id=2,
-    )
-    model = LlamaForCausalLM(config)  # type: ignore[no-untyped-call]
-    model.generation_config.eos_token_id = 1
-    make_eos_likely(model)
-    return model.train(False)
-
-
 @pytest.fixture(scope="module")
 def model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    folder = tmp_path_factory.mktemp("tiny_lm_h32")
-    tokenizer = build_tokenizer()
-    assert len(tokenizer) == VOCAB
-    tokenizer.save_pretrained(folder)
-    build_model(len(tokenizer)).save_pretrained(folder, safe_serialization=True)
+    from transformers import AutoTokenizer
+
+    folder = build_tiny_lm(tmp_path_factory.mktemp("tiny_lm_h32"), H32)
+    assert len(AutoTokenizer.from_pretrained(folder)) == VOCAB
     return folder
 
 
 @pytest.fixture(scope="module")
 def reference(model_dir: Path) -> Any:
-    from tests.integration.tiny_lm import load_model
-
     return load_model(model_dir)
 
 
@@ -284,7 +259,9 @@ def test_load_weights_refuses_a_missing_path_and_another_models_checkpoint(
     with pytest.raises(grpc.RpcError) as err:
         stub.LoadWeights(rollout_pb2.LoadWeightsRequest(version=1, path=str(tmp_path / "none")))
     assert err.value.code() == grpc.StatusCode.NOT_FOUND
-    build_model(vocab_size=123).save_pretrained(tmp_path / "other", safe_serialization=True)
+    from rlvr_world.tiny_model import build_model
+
+    build_model(H32, vocab_size=123).save_pretrained(tmp_path / "other", safe_serialization=True)
     with pytest.raises(grpc.RpcError) as err:
         stub.LoadWeights(rollout_pb2.LoadWeightsRequest(version=1, path=str(tmp_path / "other")))
     assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT

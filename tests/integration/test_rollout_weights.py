@@ -15,8 +15,8 @@ import torch
 from rlvr_world.v1 import rollout_pb2, rollout_pb2_grpc
 from services.rollout.settings import RolloutSettings
 from services.rollout.testing import ServiceThread
-from tests.integration.test_rollout_grpc import recompute
-from tests.integration.tiny_lm import build_tiny_lm, load_model, perturbed_checkpoint
+from tests.helpers.rollout import recompute
+from tests.helpers.tiny_lm import TINY, build_tiny_lm, load_model, perturbed_checkpoint
 
 pytestmark = pytest.mark.integration
 PROMPT = [0, 40, 41, 42, 43]
@@ -77,9 +77,9 @@ def test_load_weights_swaps_the_served_model_without_restart(
 def test_a_checkpoint_of_another_model_is_refused_and_the_old_weights_stay(
     svc: ServiceThread, tmp_path: Path
 ) -> None:
-    from tests.integration.tiny_lm import build_model
+    from rlvr_world.tiny_model import build_model
 
-    build_model(vocab_size=123).save_pretrained(tmp_path / "other", safe_serialization=True)
+    build_model(TINY, vocab_size=123).save_pretrained(tmp_path / "other", safe_serialization=True)
     channel, stub = stub_of(svc)
     with channel:
         before = generate(stub)

@@ -87,8 +87,8 @@ def test_policy_loss_matches_golden_in_both_forks() -> None:
 
 
 def test_golden_clipfrac_lower_is_the_reference_bug() -> None:
-    # REFERENCE.md §7.11: the vid_wm fork always logs 0; the corrected metric is > 0 when the
-    # dual-clip bound is active (ratio e^3 with A < 0 here).
+    # docs/reference.md#quirks, Q11: the vid_wm fork always logs 0; the corrected metric is > 0
+    # when the dual-clip bound is active (ratio e^3 with A < 0 here).
     rec = next(r for r in _records("policy_loss") if "dual-clip" in r.get("description", ""))
     assert rec["pg_clipfrac_lower"] == 0.0
     out = policy_loss(

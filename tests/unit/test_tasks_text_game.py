@@ -29,7 +29,7 @@ from rlvr_world.tasks.text_game import (
     train_transitions,
     transition_from_record,
 )
-from tests.conftest import read_jsonl, shared_dir
+from tests.helpers.shared import read_jsonl, shared_dir
 
 SCORE0 = {"score": 0, "gameOver": False, "gameWon": False}
 
@@ -294,7 +294,7 @@ def test_paper_prompts_and_rows_equal_the_rebuilt_records(
 def test_test_set_statistics(test_transitions: list[Transition]) -> None:
     assert len(test_transitions) == 2954
     changed, unchanged = split_changed(test_transitions)
-    assert (len(changed), len(unchanged)) == (1136, 1818)  # REFERENCE §1.2 / data README
+    assert (len(changed), len(unchanged)) == (1136, 1818)  # docs/reference.md#text-game-data-rows
     diffs = [t.diff() for t in test_transitions]
     created = sum(
         any(o["uuid"] not in {c.get("uuid") for c in t.current} for o in d["modified"])
@@ -307,7 +307,7 @@ def test_test_set_statistics(test_transitions: list[Transition]) -> None:
 
 def test_sample_300_diffs_score_exact_and_match_the_recorded_gold() -> None:
     """Every diff scores exactly 1 under strict; it equals the recorded gold diff except where an
-    object is created, where the recorded one carries GPT-simulator's uuid-table bug (§7.10)."""
+    object is created, where the recorded one carries GPT-simulator's uuid-table bug (Q10)."""
     mismatches = 0
     for rec in read_jsonl(text_game_dir() / "test_sample_300.jsonl"):
         t = transition_from_record(rec)

@@ -21,7 +21,7 @@ from rlvr_world.tasks.web import (
     web_transition_files,
     web_transition_from_record,
 )
-from tests.conftest import shared_dir
+from tests.helpers.shared import shared_dir
 
 BEFORE = """Tab 0 (current): Shop
 

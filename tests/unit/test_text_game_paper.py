@@ -18,7 +18,7 @@ from rlvr_world.rewards.text_game import score_text_game
 from rlvr_world.rewards.text_game.extract import paper_answer_text
 from rlvr_world.rewards.text_game.paper import recover_game_state_from_partial
 from rlvr_world.rewards.types import Status
-from tests.conftest import read_jsonl, shared_dir
+from tests.helpers.shared import read_jsonl, shared_dir
 
 REWARD_KEYS = {"binary": "reward_binary", "task_specific": "reward_task_specific"}
 TRACE_COUNTERS = {
@@ -107,7 +107,8 @@ def test_golden_extraction_branch_matches_trace() -> None:
 
 
 def test_keyerror_bug_is_error_status_with_zero_reward() -> None:
-    """tg_038 (REFERENCE §7.2): binary gives 1, task-specific crashes into 0 in the reference."""
+    """tg_038 (docs/reference.md#quirks, Q2): binary gives 1, task-specific crashes into 0 in the
+    reference."""
     case = next(c for c in _golden() if c["id"] == "tg_038")
     binary, task = _paper(case, "binary"), _paper(case, "task_specific")
     assert (binary.reward, binary.status) == (1.0, Status.OK)
@@ -124,7 +125,7 @@ def _tiny_states() -> tuple[dict[str, Any], dict[str, Any]]:
 
 
 def test_recovery_drops_new_objects_and_keeps_unremovable() -> None:
-    """§1.5 step 5 by hand: a new uuid is dropped; ``removed: 2`` (an int) removes nothing."""
+    """reference step 5 by hand: a new uuid is dropped; ``removed: 2`` (an int) removes nothing."""
     current, _ = _tiny_states()
     ghost = {"uuid": 9, "properties": {}, "contains": []}
     recovered = recover_game_state_from_partial(

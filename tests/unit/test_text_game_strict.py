@@ -1,4 +1,5 @@
-"""Text-game reward, strict variant: one test per reference bug of REFERENCE §7 (1-6, 13).
+"""Text-game reward, strict variant: one test per reference bug (docs/reference.md#quirks, Q1-Q6,
+Q13).
 
 Each test shows the paper result next to the strict one, and its docstring says why the strict
 result is the right one. States are built by hand (a sink, a cup, water) so every count can be
@@ -16,7 +17,7 @@ import pytest
 from rlvr_world.rewards.text_game import score_text_game
 from rlvr_world.rewards.text_game.common import MAX_RESPONSE_CHARS
 from rlvr_world.rewards.types import RewardResult, Status
-from tests.conftest import read_jsonl, shared_dir
+from tests.helpers.shared import read_jsonl, shared_dir
 
 PHRASE = "The final answer is: "
 SCORE0 = {"score": 0, "gameOver": False, "gameWon": False}
@@ -95,11 +96,11 @@ LOOK = _state(ROOM, _sink(False), _cup(0, []))
 
 
 # --------------------------------------------------------------------------------------------
-# §7.1 new objects
+# Q1 new objects
 
 
 def test_new_object_is_scored() -> None:
-    """§7.1: the reference drops predicted objects whose uuid is new, so even the perfect answer
+    """Q1: the reference drops predicted objects whose uuid is new, so even the perfect answer
     on a transition that creates an object reads as "missing object" (binary 0). Strict adds them
     to the predicted state: the perfect answer is exact (1.0 / 1.3), as on any other transition."""
     got = _both(_answer(ADD_PERFECT), ADD_CUR, ADD_TGT)
@@ -120,7 +121,7 @@ def test_missing_new_object_costs_its_fields() -> None:
 
 
 def test_spurious_new_object_is_an_error() -> None:
-    """§7.1/§7.4: a made-up object is a wrong claim about the next state. The paper ignores it
+    """Q1/Q4: a made-up object is a wrong claim about the next state. The paper ignores it
     (exact 1, golden tg_023); strict charges one error per field of the invented object."""
     ghost = _obj(7, "ghost", {"isScary": True}, [])
     assert _score(_answer([ghost]), LOOK, LOOK, "paper").reward == 1.0
@@ -131,11 +132,11 @@ def test_spurious_new_object_is_an_error() -> None:
 
 
 # --------------------------------------------------------------------------------------------
-# §7.2 unknown property key
+# Q2 unknown property key
 
 
 def test_unknown_property_key_is_an_error_not_a_crash() -> None:
-    """§7.2: a predicted key found in neither state makes the reference's task-specific term raise
+    """Q2: a predicted key found in neither state makes the reference's task-specific term raise
     KeyError, so the reward is 0 while binary says 1. Strict scores it: the key is an extra,
     wrong claim (one error, so not exact), and the changed fields still earn their credit."""
     sink = _sink(True)
@@ -154,7 +155,7 @@ def test_unknown_property_key_is_an_error_not_a_crash() -> None:
 
 
 # --------------------------------------------------------------------------------------------
-# §7.3 Python literals
+# Q3 Python literals
 
 
 def _sink_on_answers() -> dict[str, str]:
@@ -172,7 +173,7 @@ def _sink_on_answers() -> dict[str, str]:
 
 @pytest.mark.parametrize("rendering", sorted(_sink_on_answers()))
 def test_literals_are_parsed_without_corrupting_strings(rendering: str) -> None:
-    """§7.3: the reference rewrites True/False/None everywhere, string values included, so the
+    """Q3: the reference rewrites True/False/None everywhere, string values included, so the
     label "None shall pass. Say True" becomes "null shall pass. Say true" and can never match
     (golden tg_100-101). Strict decodes JSON, then Python literals (ast.literal_eval), and only
     then json_repair, none of which touch string contents."""
@@ -198,11 +199,11 @@ def test_true_is_not_one_but_int_equals_float() -> None:
 
 
 # --------------------------------------------------------------------------------------------
-# §7.4 removals
+# Q4 removals
 
 
 def test_forgotten_removal_is_an_error() -> None:
-    """§7.4: the reference only walks target objects, so keeping an object the target removed
+    """Q4: the reference only walks target objects, so keeping an object the target removed
     costs nothing (golden tg_071). The predicted state then has an object the real one lacks:
     strict counts it (extra object) and the removal is a changed field missed."""
     cup = _cup(0, [])
@@ -254,11 +255,11 @@ def test_modified_and_removed_together_is_an_error() -> None:
 
 
 # --------------------------------------------------------------------------------------------
-# §7.5 score key
+# Q5 score key
 
 
 def test_missing_score_key_counts_every_score_field_wrong() -> None:
-    """§7.5: the prompt asks for three keys and ``score: {}`` is how an answer says "unchanged",
+    """Q5: the prompt asks for three keys and ``score: {}`` is how an answer says "unchanged",
     so an answer without ``score`` is not exact: every target score field is wrong, and the
     result says so (metric ``score_missing``, message) instead of failing silently."""
     response = PHRASE + json.dumps({"modified": [], "removed": []})
@@ -271,7 +272,7 @@ def test_missing_score_key_counts_every_score_field_wrong() -> None:
 
 
 def test_int_score_is_invalid_not_unchanged() -> None:
-    """§7.5: ``score: 0`` silently means "unchanged" in the reference (len() raises, golden
+    """Q5: ``score: 0`` silently means "unchanged" in the reference (len() raises, golden
     tg_009). An int is not a score entry; strict counts the score fields wrong."""
     response = PHRASE + json.dumps({"modified": [], "removed": [], "score": 0})
     assert _score(response, LOOK, LOOK, "paper").reward == 1.0
@@ -290,12 +291,12 @@ def test_score_change_must_be_predicted_in_full() -> None:
 
 
 # --------------------------------------------------------------------------------------------
-# §7.6 end-of-sequence text
+# Q6 end-of-sequence text
 
 
 @pytest.mark.parametrize("eos", EOS_TEXTS)
 def test_eos_text_is_stripped(eos: str) -> None:
-    """§7.6: verl decodes without skip_special_tokens. When the model stops right after the last
+    """Q6: verl decodes without skip_special_tokens. When the model stops right after the last
     value, before closing the braces, json_repair swallows the EOS text into that value, and the
     reference scores a corrupted state. Strict removes the EOS text first, then repairs."""
     won = {"score": 1, "gameOver": True, "gameWon": True}
@@ -309,11 +310,11 @@ def test_eos_text_is_stripped(eos: str) -> None:
 
 
 # --------------------------------------------------------------------------------------------
-# §7.13 item_score denominators
+# Q13 item_score denominators
 
 
 def test_missing_object_costs_one_error_per_field() -> None:
-    """§7.13: in the reference a missing object is one error however many fields it has, so its
+    """Q13: in the reference a missing object is one error however many fields it has, so its
     fields vanish from the denominator. Strict charges each of them: wrongly removing the sink
     (3 properties + contains) is 4 errors, as if each had been predicted wrong."""
     response = _answer([], removed=[2])
@@ -325,7 +326,7 @@ def test_missing_object_costs_one_error_per_field() -> None:
 
 
 def test_object_without_properties_keeps_the_changed_term() -> None:
-    """§7.13 (golden tg_040): a predicted object without ``properties`` makes the reference's
+    """Q13 (golden tg_040): a predicted object without ``properties`` makes the reference's
     diff raise, and the whole changed-field term silently disappears. Strict keeps it: the sink's
     changed ``isOn`` is simply missed, the cup's change still counts."""
     bare_sink = {k: v for k, v in _sink(True).items() if k != "properties"}
@@ -419,7 +420,7 @@ def _record_states(rec: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]
 
 
 def _perfect_diff(rec: dict[str, Any], current: dict[str, Any], target: dict[str, Any]) -> Any:
-    """``_derived.gold_diff`` with REFERENCE §7.10 undone: GPT-simulator's diff stores the whole
+    """``_derived.gold_diff`` with quirk Q10 undone: GPT-simulator's diff stores the whole
     uuid->object map in place of a created object; put the created objects themselves there."""
     gold = rec["_derived"]["gold_diff"]
     before = {o["uuid"] for o in current["game_state"][:-1]}
@@ -443,7 +444,7 @@ def _changes(current: dict[str, Any], target: dict[str, Any]) -> tuple[bool, boo
 
 def test_perfect_answers_on_300_real_records() -> None:
     """The expected answer is exact in strict on every record, creations and removals included;
-    in the paper it fails exactly on the records that create an object (§7.1)."""
+    in the paper it fails exactly on the records that create an object (Q1)."""
     records = _records()
     assert len(records) == 300
     paper_exact = 0
@@ -461,7 +462,7 @@ def test_perfect_answers_on_300_real_records() -> None:
 
 
 def test_raw_gold_diff_object_map_is_flagged() -> None:
-    """§7.10: the raw gold diff holds a uuid->object map where a created object belongs; strict
+    """Q10: the raw gold diff holds a uuid->object map where a created object belongs; strict
     reports it as an answer-level error instead of silently skipping it."""
     flagged = 0
     for rec in _records():

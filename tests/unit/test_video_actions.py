@@ -1,4 +1,5 @@
-"""Action quantisation (REFERENCE.md §3.2): golden bins, and properties without golden."""
+"""Action quantisation (docs/reference.md#action-quantisation): golden bins, and properties
+without golden."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from rlvr_world.video.actions import ActionQuantizer
-from tests.conftest import read_jsonl
+from tests.helpers.shared import read_jsonl
 
 
 def _records(shared: Path, kind: str) -> list[dict[str, Any]]:

@@ -1,4 +1,5 @@
-"""Single- and multi-step sequence layouts (REFERENCE.md §3.4) against the golden records."""
+"""Single- and multi-step sequence layouts (docs/reference.md#sequence-layouts) against the
+golden records."""
 
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ from rlvr_world.video.layout import (
     multi_step_frames,
     single_step,
 )
-from tests.conftest import read_jsonl
+from tests.helpers.shared import read_jsonl
 
 
 def _record(shared: Path, kind: str) -> dict[str, Any]:

@@ -12,8 +12,8 @@ from pydantic import ValidationError
 
 from rlvr_world.apps.video.config import VideoPipelineConfig, load_video_config
 from rlvr_world.apps.video.episodes import spread
-from rlvr_world.apps.video.pipeline import VideoRun
 from rlvr_world.apps.video.report import metrics_table
+from rlvr_world.apps.video.rl import orchestrator_config, write_trainer_yaml
 from rlvr_world.items import load_items, save_items, video_frames, video_item
 
 REPO = Path(__file__).resolve().parents[2]
@@ -79,12 +79,11 @@ def test_generated_trainer_and_orchestrator_configs_validate(tmp_path: Path) -> 
     cfg = load_video_config(
         REPO / "configs" / "video" / "smoke.yaml", {"run.run_dir": str(tmp_path)}
     )
-    run = VideoRun(cfg)
-    run.vocab = SingleStepVocab(visual_codes=16, action_bins=cfg.model.action_bins)
-    run.tokens_per_frame = 64
-    tcfg = load_config(run.trainer_yaml(tmp_path / "model", "redis://127.0.0.1:1/0"))
+    vocab = SingleStepVocab(visual_codes=16, action_bins=cfg.model.action_bins)
+    yaml_path = write_trainer_yaml(cfg, tmp_path / "model", "redis://127.0.0.1:1/0", tmp_path)
+    tcfg = load_config(yaml_path)
     assert tcfg.run.total_steps == cfg.rl.steps and tcfg.model.temperature == cfg.rl.temperature
-    orch = run.orchestrator_config()
+    orch = orchestrator_config(cfg, 64, vocab)
     assert orch.allowed_tokens == (0, 16) and orch.ignore_eos and orch.max_tokens == 64
     assert orch.video_weights == {"l1": 1.0, "stlpips": 1.0}
 

@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from rlvr_world.rewards.types import Status
 from rlvr_world.rewards.web import MAX_TEXT_CHARS, hungarian_matches, score_web
-from tests.conftest import read_jsonl, shared_dir
+from tests.helpers.shared import read_jsonl, shared_dir
 
 TRUTH = (
     "New items:\n[1273] StaticText 'Vortex Running Shoes'\n[1272] button 'Search'\n\n"
@@ -45,8 +45,8 @@ def test_exact_answer_scores_one_in_both_variants() -> None:
 
 
 def test_eos_glued_to_last_item_breaks_paper_not_strict() -> None:
-    """REFERENCE §7.6: verl decodes without skip_special_tokens, so the EOS text sticks to the
-    last line. It is not part of the model's answer; strict removes it."""
+    """docs/reference.md#quirks, Q6: verl decodes without skip_special_tokens, so the EOS text
+    sticks to the last line. It is not part of the model's answer; strict removes it."""
     paper = score_web(TRUTH + EOS, TRUTH, variant="paper")
     strict = score_web(TRUTH + EOS, TRUTH, variant="strict")
     assert paper.reward == pytest.approx(2 * (4 / 5) * (4 / 5) / (8 / 5))  # 1 of 5 items broken

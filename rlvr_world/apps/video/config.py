@@ -81,7 +81,7 @@ class VideoModelSection(_Section):
     generates frames ``2..S`` with the true actions inserted, ``rlvr_world.video.multistep``)."""
 
     layout: Literal["single_step", "multi_step"] = Field(
-        default="single_step", description="sequence layout (REFERENCE.md 3.4)"
+        default="single_step", description="sequence layout (docs/reference.md#sequence-layouts)"
     )
     segment_frames: int = Field(
         default=4, ge=2, le=64, description="multi-step: dynamics frames S per sequence"

@@ -12,16 +12,16 @@ from __future__ import annotations
 import random
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, TypeVar
 
 import numpy as np
 
 from rlvr_world.apps.video.config import VideoData
 
 if TYPE_CHECKING:
-    from rlvr_world.video.data import Episode
+    from rlvr_world.video.data import ClipArrays, Episode
 
-Clip = tuple[np.ndarray, np.ndarray]
+T = TypeVar("T")
 #: PushT's action space: the target agent position, (x, y) in [0, 512].
 PUSHT_ACTION_RANGES = np.array([[0.0, 512.0], [0.0, 512.0]])
 
@@ -47,14 +47,14 @@ def run_episodes(d: VideoData, run_dir: Path) -> list[Episode]:
     return [resize_episode(e, d.image_size) for e in episodes]
 
 
-def clip_pairs(episodes: Sequence[Any], length: int) -> list[Clip]:
+def clip_pairs(episodes: Sequence[Episode], length: int) -> list[ClipArrays]:
     """Every ``(frames (length, H, W, 3), actions (length - 1, D))`` window of the episodes."""
     from rlvr_world.video.data import clips
 
     return [(c.frames, c.actions) for c in clips(episodes, length)]
 
 
-def spread(items: Sequence[Any], k: int, seed: int) -> list[Any]:
+def spread(items: Sequence[T], k: int, seed: int) -> list[T]:
     """``k`` items drawn without replacement by a seeded shuffle (all when fewer)."""
     order = list(range(len(items)))
     random.Random(seed).shuffle(order)

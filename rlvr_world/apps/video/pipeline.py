@@ -29,9 +29,12 @@ with the mean over frames and train with the actions masked out; evaluation roll
 way in-process and averages the metrics over frames; ``compare.png`` shows the last predicted
 frame ``dS`` after the context ``ctx, d1``.
 
-``VideoRun`` runs the phases in order and keeps the summary; the episodes and clips of phase 1 are
-``episodes``, the services, trainer and orchestrator of phase 4 are ``rl``, the pictures and
-``report.md`` of phase 6 are ``report``.
+``VideoRun`` runs the phases in order and keeps the summary. What every phase after the tokenizer
+shares (the frame tokenizer, the vocabulary, the action quantizer, the train and held-out clips
+and their token sequences, the perceptual scorer of the evaluations) is built once, right after
+phase 2, into a frozen ``VideoSetup`` that is handed to each phase; no phase adds state to the
+run. The episodes and clips of phase 1 are ``episodes``, the services, trainer and orchestrator of
+phase 4 are ``rl``, the pictures and ``report.md`` of phase 6 are ``report``.
 """
 
 from __future__ import annotations
@@ -40,46 +43,99 @@ import asyncio
 import json
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypedDict
 
 import numpy as np
 
-from rlvr_world.apps.orchestrator.worker import OrchestratorConfig
 from rlvr_world.apps.video import rl as rl_phase
 from rlvr_world.apps.video.config import VideoPipelineConfig
-from rlvr_world.apps.video.episodes import (
-    PUSHT_ACTION_RANGES,
-    Clip,
-    clip_pairs,
-    run_episodes,
-    spread,
-)
-from rlvr_world.items import PromptItem
+from rlvr_world.apps.video.episodes import PUSHT_ACTION_RANGES, clip_pairs, run_episodes, spread
 from rlvr_world.runlog import JsonlLog
+from rlvr_world.video.layout import LayoutVocab, MultiStepVocab, SingleStepVocab
+
+if TYPE_CHECKING:
+    from rlvr_world.rewards.video import PerceptualScorer
+    from rlvr_world.video.actions import ActionQuantizer
+    from rlvr_world.video.data import ClipArrays, Episode
+    from rlvr_world.video.layout import TokenSequence
+    from rlvr_world.video.tokenizer import FrameTokenizer
 
 logger = logging.getLogger(__name__)
 
 
+@dataclass(frozen=True)
+class VideoSetup:
+    """What the phases after the tokenizer share, built once by ``VideoRun.setup``."""
+
+    tokenizer_dir: Path
+    frame_tokenizer: FrameTokenizer
+    vocab: LayoutVocab
+    quantizer: ActionQuantizer
+    train_clips: list[ClipArrays]
+    #: The held-out clips every model is evaluated on (``eval.clips`` of them, seeded).
+    test_clips: list[ClipArrays]
+    train_sequences: list[TokenSequence]
+    test_sequences: list[TokenSequence]
+    #: ST-LPIPS (VGG) of the evaluations: the same scorer for every model.
+    perceptual: PerceptualScorer
+
+    @property
+    def tokens_per_frame(self) -> int:
+        return self.frame_tokenizer.tokens_per_frame
+
+
+class _EvalInputs(TypedDict):
+    """The keyword arguments both held-out evaluations take from the setup."""
+
+    quantizer: ActionQuantizer
+    perceptual: PerceptualScorer
+    out_dir: Path
+    sequences: list[TokenSequence]
+
+
+def encode(
+    clips: Sequence[ClipArrays],
+    frame_tokenizer: FrameTokenizer,
+    quantizer: ActionQuantizer,
+    vocab: LayoutVocab,
+    segment_frames: int,
+) -> list[TokenSequence]:
+    """The clips' token sequences in the layout of ``vocab`` (``segment_frames``: multi-step)."""
+    if isinstance(vocab, MultiStepVocab):
+        from rlvr_world.video.multistep import encode_multistep_clips
+
+        return encode_multistep_clips(clips, frame_tokenizer, quantizer, vocab, segment_frames)
+    from rlvr_world.video.train_mle import encode_clips
+
+    return encode_clips(clips, frame_tokenizer, quantizer, vocab)
+
+
 class VideoRun:
-    """One run; ``run()`` does everything and returns the summary."""
+    """One run; ``run_async()`` does everything and returns the summary."""
 
     def __init__(self, cfg: VideoPipelineConfig, config_path: str = "") -> None:
         self.cfg, self.config_path = cfg, config_path
         self.run_dir = cfg.run.run_dir
         self.run_dir.mkdir(parents=True, exist_ok=True)
         self.log = JsonlLog(self.run_dir / "pipeline_log.jsonl")
+        #: The JSON document of ``summary.json``: each phase adds its section.
         self.summary: dict[str, Any] = {"config": config_path, "phases_s": {}}
 
-    def _phase(self, name: str, seconds: float, fields: dict[str, Any] | None = None) -> None:
+    def _phase(self, name: str, seconds: float, fields: Mapping[str, object] | None = None) -> None:
         self.summary["phases_s"][name] = seconds
         self.log.write(name, **{**(fields or {}), "seconds": seconds})
         logger.info("%s done in %.1f s", name, seconds)
 
+    @property
+    def multi_step(self) -> bool:
+        return self.cfg.model.layout == "multi_step"
+
     # ------------------------------------------------------------ 1. data
 
-    def data(self) -> tuple[list[Any], list[Any]]:
+    def data(self) -> tuple[list[Episode], list[Episode]]:
         from rlvr_world.video.data import split_episodes
 
         d = self.cfg.data
@@ -97,7 +153,7 @@ class VideoRun:
         )
         return train, test
 
-    def clips(self, episodes: Sequence[Any], length: int, seed: int) -> list[Clip]:
+    def clips(self, episodes: Sequence[Episode], length: int, seed: int) -> list[ClipArrays]:
         """Training or evaluation clips: every window, or with ``model.context_range`` the
         multi-step clips whose context frame is drawn at random (``context_clip_pairs``)."""
         m = self.cfg.model
@@ -109,7 +165,7 @@ class VideoRun:
 
     # ------------------------------------------------------------ 2. tokenizer
 
-    def tokenizer(self, train: Sequence[Any], test: Sequence[Any]) -> Path:
+    def tokenizer(self, train: Sequence[Episode], test: Sequence[Episode]) -> Path:
         t = self.cfg.tokenizer
         if t.path is not None:
             self.summary["tokenizer"] = {"path": str(t.path), "trained": False}
@@ -150,24 +206,61 @@ class VideoRun:
         self._phase("tokenizer", time.perf_counter() - t0, _floats(metrics))
         return out
 
+    # ------------------------------------------------------------ the shared setup
+
+    def setup(
+        self, train: Sequence[Episode], test: Sequence[Episode], tokenizer_dir: Path
+    ) -> VideoSetup:
+        """The frame tokenizer, vocabulary and action quantizer, the train and held-out clips
+        encoded into token sequences, and the evaluations' perceptual scorer."""
+        from rlvr_world.rewards.perceptual import make_perceptual
+        from rlvr_world.video.actions import ActionQuantizer
+        from rlvr_world.video.data import all_actions
+        from rlvr_world.video.multistep import multistep_vocab
+        from rlvr_world.video.tokenizer import FrameTokenizer
+
+        c = self.cfg
+        t0 = time.perf_counter()
+        frame_tokenizer = FrameTokenizer.load(tokenizer_dir, device=c.run.device)
+        codes = frame_tokenizer.codebook_size
+        vocab: LayoutVocab = (
+            multistep_vocab(codes, c.model.action_bins)
+            if self.multi_step
+            else SingleStepVocab(visual_codes=codes, action_bins=c.model.action_bins)
+        )
+        if c.data.source == "pusht":  # the action space's own bounds, as RT-1's dataset ranges
+            quantizer = ActionQuantizer(PUSHT_ACTION_RANGES, c.model.action_bins)
+        else:
+            quantizer = ActionQuantizer.from_actions(all_actions(train), c.model.action_bins)
+        length = c.model.clip_frames
+        self.summary["model"] = {
+            "layout": c.model.layout,
+            "tokens_per_frame": frame_tokenizer.tokens_per_frame,
+            "action_dims": quantizer.dims,
+            "vocab_size": vocab.size,
+            "clip_frames": length,
+        }
+        train_clips = self.clips(train, length, c.data.seed)
+        test_clips = spread(self.clips(test, length, c.data.seed + 1), c.eval.clips, c.eval.seed)
+        segments = c.model.segment_frames
+        setup = VideoSetup(
+            tokenizer_dir=tokenizer_dir,
+            frame_tokenizer=frame_tokenizer,
+            vocab=vocab,
+            quantizer=quantizer,
+            train_clips=train_clips,
+            test_clips=test_clips,
+            train_sequences=encode(train_clips, frame_tokenizer, quantizer, vocab, segments),
+            test_sequences=encode(test_clips, frame_tokenizer, quantizer, vocab, segments),
+            perceptual=make_perceptual("stlpips", "vgg", device=c.run.device),
+        )
+        fields = {"clips": len(train_clips), "test_clips": len(test_clips)}
+        self._phase("setup", time.perf_counter() - t0, fields)
+        return setup
+
     # ------------------------------------------------------------ 3. MLE
 
-    @property
-    def multi_step(self) -> bool:
-        return self.cfg.model.layout == "multi_step"
-
-    def sequences(self, clips: Sequence[Clip], frame_tokenizer: Any, quantizer: Any) -> list[Any]:
-        if self.multi_step:
-            from rlvr_world.video.multistep import encode_multistep_clips
-
-            return encode_multistep_clips(
-                clips, frame_tokenizer, quantizer, self.vocab, self.cfg.model.segment_frames
-            )
-        from rlvr_world.video.train_mle import encode_clips
-
-        return list(encode_clips(clips, frame_tokenizer, quantizer, self.vocab))
-
-    def mle(self, sequences: Sequence[Any], quantizer: Any, tokenizer_dir: Path) -> Path:
+    def mle(self, s: VideoSetup) -> Path:
         import torch
 
         from rlvr_world.video.train_mle import MLEConfig, save_checkpoint, train_mle
@@ -175,62 +268,53 @@ class VideoRun:
 
         m, c = self.cfg.mle, self.cfg.model
         torch.set_num_threads(m.torch_threads)
-        length = len(sequences[0].input_ids)
+        length = len(s.train_sequences[0].input_ids)
         model = build_world_model(
-            self.vocab, hidden=c.hidden, layers=c.layers, heads=c.heads, max_len=length + 8
+            s.vocab, hidden=c.hidden, layers=c.layers, heads=c.heads, max_len=length + 8
         )
         model.to(self.cfg.run.device)  # type: ignore[arg-type]
         mcfg = MLEConfig(steps=m.steps, batch_size=m.batch_size, lr=m.lr, log_every=100)
         t0 = time.perf_counter()
         result = train_mle(
             model,
-            sequences,
+            s.train_sequences,
             mcfg,
-            pad_id=self.vocab.pad,
+            pad_id=s.vocab.pad,
             log_path=self.run_dir / "mle_log.jsonl",
         )
-        self.spec = WorldModelSpec(
-            vocab=self.vocab,
-            tokens_per_frame=self.tokens_per_frame,
+        spec = WorldModelSpec(
+            vocab=s.vocab,
+            tokens_per_frame=s.tokens_per_frame,
             context_length=1 if self.multi_step else c.context_length,
-            action_quantizer=quantizer.to_dict(),
+            action_quantizer=s.quantizer.to_dict(),
             extra={
-                "frame_tokenizer": str(tokenizer_dir),
+                "frame_tokenizer": str(s.tokenizer_dir),
                 "layout": c.layout,
                 **({"segment_frames": c.segment_frames} if self.multi_step else {}),
             },
         )
-        path = save_checkpoint(self.run_dir / "model" / "mle", model, self.spec, result)
+        path = save_checkpoint(self.run_dir / "model" / "mle", model, spec, result)
         self.summary["mle"] = result.summary()
-        self._phase("mle", time.perf_counter() - t0, dict(result.summary()))
+        self._phase("mle", time.perf_counter() - t0, result.summary())
         return path
 
     # ------------------------------------------------------------ 4. RLVR
 
-    def rl_items(self, clips: Sequence[Clip], sequences: Sequence[Any]) -> list[PromptItem]:
-        return rl_phase.rl_items(clips, sequences, self.tokens_per_frame, self.multi_step)
-
-    def trainer_yaml(self, model: Path, redis_url: str) -> Path:
-        return rl_phase.write_trainer_yaml(self.cfg, model, redis_url, self.run_dir)
-
-    @property
-    def rollout_max_tokens(self) -> int:
-        """The rollout server's token limit: one frame, or S - 1 frames and their actions."""
-        return rl_phase.rollout_max_tokens(self.cfg, self.tokens_per_frame, self.quantizer.dims)
-
-    def orchestrator_config(self) -> OrchestratorConfig:
-        return rl_phase.orchestrator_config(self.cfg, self.tokens_per_frame, self.vocab)
-
-    async def rl(self, model: Path, tokenizer_dir: Path, items: list[PromptItem]) -> Path:
+    async def rl(self, s: VideoSetup, model: Path) -> tuple[Path, float]:
+        """GRPO from ``model`` through the services; the trainer's last checkpoint and the
+        phase's seconds (from the trainer's start to its exit)."""
+        items = rl_phase.rl_items(
+            s.train_clips, s.train_sequences, s.tokens_per_frame, self.multi_step
+        )
         out = await rl_phase.run_rl(
             self.cfg,
             self.run_dir,
             self.log,
             model=model,
-            tokenizer_dir=tokenizer_dir,
+            tokenizer_dir=s.tokenizer_dir,
             items=items,
-            max_tokens=self.rollout_max_tokens,
-            orchestrator=self.orchestrator_config(),
+            max_tokens=rl_phase.rollout_max_tokens(self.cfg, s.tokens_per_frame, s.quantizer.dims),
+            orchestrator=rl_phase.orchestrator_config(self.cfg, s.tokens_per_frame, s.vocab),
         )
         code, stats, seconds = out.trainer_exit, out.stats, out.seconds
         final = rl_phase.final_checkpoint(self.run_dir / "trainer")
@@ -246,11 +330,11 @@ class VideoRun:
         self._phase("rl", seconds, fields)
         if code != 0:
             raise RuntimeError(f"trainer exited with {code}; see {self.run_dir}/logs/trainer.log")
-        return final
+        return final, seconds
 
     # ------------------------------------------------------------ 5. baseline
 
-    def baseline(self, mle_dir: Path, sequences: Sequence[Any], seconds: float) -> Path:
+    def baseline(self, s: VideoSetup, mle_dir: Path, seconds: float) -> Path:
         import torch
 
         from rlvr_world.video.train_mle import MLEConfig, save_checkpoint, train_mle
@@ -271,9 +355,9 @@ class VideoRun:
         )
         result = train_mle(
             model,
-            sequences,
+            s.train_sequences,
             cfg,
-            pad_id=self.vocab.pad,
+            pad_id=s.vocab.pad,
             log_path=self.run_dir / "mle_continued_log.jsonl",
             resume=mle_dir,
         )
@@ -285,90 +369,84 @@ class VideoRun:
     # ------------------------------------------------------------ evaluation
 
     def evaluate(
-        self, name: str, weights: Path, clips: Sequence[Clip], frame_tokenizer: Any
-    ) -> Any:
+        self, s: VideoSetup, name: str, weights: Path, *, baselines: bool
+    ) -> dict[str, Any]:
+        """The held-out report of the model in ``weights`` (``eval/<name>/``); ``baselines``
+        also scores the tokenizer ceiling and the copy-last-frame baseline."""
         import torch
         from transformers import AutoModelForCausalLM
 
         from rlvr_world.video.evaluate import EvalConfig, evaluate
+        from rlvr_world.video.multistep import evaluate_multistep
 
         e = self.cfg.eval
         torch.set_num_threads(self.cfg.mle.torch_threads)
         model = AutoModelForCausalLM.from_pretrained(str(weights), dtype=torch.float32)
         model.to(self.cfg.run.device)  # type: ignore[arg-type]
         model.eval()  # type: ignore[no-untyped-call]
-        first = not self.summary.get("eval")
         cfg = EvalConfig(
-            temperature=e.temperature, top_k=e.top_k, seed=e.seed, grid_rows=0, baselines=first
+            temperature=e.temperature, top_k=e.top_k, seed=e.seed, grid_rows=0, baselines=baselines
         )
-        t0 = time.perf_counter()
-        if first:  # shared by every evaluation: the scorer, and the clips' sequences
-            from rlvr_world.rewards.perceptual import make_perceptual
-
-            self._perceptual = make_perceptual("stlpips", "vgg", device=self.cfg.run.device)
-            self._eval_seqs = self.sequences(clips, frame_tokenizer, self.quantizer)
-        common: dict[str, Any] = {
-            "vocab": self.vocab,
-            "quantizer": self.quantizer,
-            "perceptual": self._perceptual,
+        shared: _EvalInputs = {
+            "quantizer": s.quantizer,
+            "perceptual": s.perceptual,
             "out_dir": self.run_dir / "eval" / name,
-            "sequences": self._eval_seqs,
+            "sequences": s.test_sequences,
         }
-        if self.multi_step:
-            from rlvr_world.video.multistep import evaluate_multistep
-
+        t0 = time.perf_counter()
+        if isinstance(s.vocab, MultiStepVocab):
             segments = self.cfg.model.segment_frames
             report = evaluate_multistep(
-                model, frame_tokenizer, clips, cfg, segment_frames=segments, **common
+                model,
+                s.frame_tokenizer,
+                s.test_clips,
+                cfg,
+                vocab=s.vocab,
+                segment_frames=segments,
+                **shared,
             )
         else:
-            report = evaluate(model, frame_tokenizer, clips, cfg, **common)
+            report = evaluate(model, s.frame_tokenizer, s.test_clips, cfg, vocab=s.vocab, **shared)
         self.summary.setdefault("eval", {})[name] = report
         self._phase(f"eval_{name}", time.perf_counter() - t0)
         return report
 
-    def report(self, clips: Sequence[Clip], frame_tokenizer: Any) -> Path:
+    # ------------------------------------------------------------ 6. report
+
+    def report(self, s: VideoSetup, models: Mapping[str, Path]) -> Path:
+        """``report.md`` with ``compare.png`` of the ``models`` (name -> weights) and the curves."""
         from rlvr_world.apps.video.report import (
             write_compare,
             write_curves,
             write_video_report,
         )
 
-        rows = list(clips[: self.cfg.eval.grid_rows])
+        rows = list(s.test_clips[: self.cfg.eval.grid_rows])
         if self.multi_step:  # compare the last predicted frame dS after ctx, d1
             steps = self.cfg.model.segment_frames
             rows = [(np.stack([f[0], f[1], f[steps]]), a) for f, a in rows]
-        models = {"mle": self.run_dir / "model" / "mle"}
-        if "mle_continued" in self.summary.get("eval", {}):
-            models["mle_continued"] = self.run_dir / "model" / "mle_continued"
-        if "rl" in self.summary:
-            models["rlvr"] = Path(self.summary["rl"]["checkpoint"])
-        preds = {
-            name: self._predicted(path, clips[: len(rows)], rows, frame_tokenizer)
-            for name, path in models.items()
-        }
+        preds = {name: self._predicted(s, path, rows) for name, path in models.items()}
         extras = [write_compare(self.run_dir / "compare.png", rows, preds)]
         curves = write_curves(self.run_dir)
         if curves is not None:
             extras.append(curves)
-        recon = Path(self.summary.get("tokenizer", {}).get("path", "")) / "recon.png"
+        recon = s.tokenizer_dir / "recon.png"
         if recon.is_file():
             extras.append(recon)
         return write_video_report(self.run_dir, self.summary, [str(e) for e in extras])
 
-    def _predicted(
-        self, weights: Path, clips: Sequence[Clip], rows: Sequence[Clip], frame_tokenizer: Any
-    ) -> np.ndarray:
-        """Sampled frames of the grid rows: the next frame, or the last of a multi-step rollout."""
+    def _predicted(self, s: VideoSetup, weights: Path, rows: Sequence[ClipArrays]) -> np.ndarray:
+        """Sampled frames of the grid rows (the first held-out clips): the next frame, or the
+        last of a multi-step rollout."""
         from rlvr_world.apps.video.report import predicted_frames
 
-        if not self.multi_step:
+        if isinstance(s.vocab, SingleStepVocab):
             return predicted_frames(
                 weights,
                 rows,
-                frame_tokenizer,
-                vocab=self.vocab,
-                quantizer=self.quantizer,
+                s.frame_tokenizer,
+                vocab=s.vocab,
+                quantizer=s.quantizer,
                 cfg=self.cfg.eval,
             )
         import torch
@@ -379,9 +457,9 @@ class VideoRun:
 
         e = self.cfg.eval
         model = AutoModelForCausalLM.from_pretrained(str(weights), dtype=torch.float32)
-        seqs = self.sequences(clips, frame_tokenizer, self.quantizer)
         ecfg = EvalConfig(temperature=e.temperature, top_k=e.top_k, seed=e.seed)
-        _, frames = predicted_multistep(model, frame_tokenizer, seqs, self.vocab, ecfg)
+        seqs = s.test_sequences[: len(rows)]
+        _, frames = predicted_multistep(model, s.frame_tokenizer, seqs, s.vocab, ecfg)
         return np.asarray(frames[:, -1])
 
     # ------------------------------------------------------------ all
@@ -389,59 +467,27 @@ class VideoRun:
     async def run_async(self) -> dict[str, Any]:
         import torch
 
-        from rlvr_world.video.actions import ActionQuantizer
-        from rlvr_world.video.data import all_actions
-        from rlvr_world.video.layout import SingleStepVocab
-        from rlvr_world.video.multistep import multistep_vocab
-        from rlvr_world.video.tokenizer import FrameTokenizer
-
         t0 = time.perf_counter()
         c = self.cfg
         torch.set_num_threads(c.mle.torch_threads)  # the tokenizer's training too
         train, test = self.data()
-        tokenizer_dir = self.tokenizer(train, test)
-        frame_tokenizer = FrameTokenizer.load(tokenizer_dir, device=c.run.device)
-        self.tokens_per_frame = int(frame_tokenizer.tokens_per_frame)
-        codes = int(frame_tokenizer.codebook_size)
-        self.vocab: Any = (
-            multistep_vocab(codes, c.model.action_bins)
-            if self.multi_step
-            else SingleStepVocab(visual_codes=codes, action_bins=c.model.action_bins)
-        )
-        if c.data.source == "pusht":  # the action space's own bounds, as RT-1's dataset ranges
-            self.quantizer = ActionQuantizer(PUSHT_ACTION_RANGES, c.model.action_bins)
-        else:
-            self.quantizer = ActionQuantizer.from_actions(all_actions(train), c.model.action_bins)
-        length = c.model.clip_frames
-        self.summary["model"] = {
-            "layout": c.model.layout,
-            "tokens_per_frame": self.tokens_per_frame,
-            "action_dims": self.quantizer.dims,
-            "vocab_size": self.vocab.size,
-            "clip_frames": length,
-        }
-        train_clips = self.clips(train, length, c.data.seed)
-        test_clips = spread(self.clips(test, length, c.data.seed + 1), c.eval.clips, c.eval.seed)
-        t1 = time.perf_counter()
-        train_seqs = self.sequences(train_clips, frame_tokenizer, self.quantizer)
-        self._phase("encode", time.perf_counter() - t1, {"clips": len(train_clips)})
-        mle_dir = self.mle(train_seqs, self.quantizer, tokenizer_dir)
-        self.evaluate("mle", mle_dir, test_clips, frame_tokenizer)
-        items = self.rl_items(train_clips, train_seqs)
-        rl_ckpt = await self.rl(mle_dir, tokenizer_dir, items)
-        self.evaluate("rlvr", rl_ckpt, test_clips, frame_tokenizer)
+        s = self.setup(train, test, self.tokenizer(train, test))
+        models = {"mle": self.mle(s)}
+        self.evaluate(s, "mle", models["mle"], baselines=True)
+        models["rlvr"], rl_seconds = await self.rl(s, models["mle"])
+        self.evaluate(s, "rlvr", models["rlvr"], baselines=False)
         if c.baseline.enabled:
-            cont = self.baseline(mle_dir, train_seqs, float(self.summary["rl"]["seconds"]))
-            self.evaluate("mle_continued", cont, test_clips, frame_tokenizer)
+            models["mle_continued"] = self.baseline(s, models["mle"], rl_seconds)
+            self.evaluate(s, "mle_continued", models["mle_continued"], baselines=False)
         self.summary["wall_s"] = time.perf_counter() - t0
-        self.report(test_clips, frame_tokenizer)
+        self.report(s, models)
         (self.run_dir / "summary.json").write_text(json.dumps(self.summary, indent=2, default=str))
         self.log.write("end", wall_s=self.summary["wall_s"])
         self.log.close()
         return self.summary
 
 
-def _floats(d: dict[str, Any]) -> dict[str, float]:
+def _floats(d: Mapping[str, object]) -> dict[str, float]:
     return {k: float(v) for k, v in d.items() if isinstance(v, int | float)}
 
 

@@ -15,11 +15,18 @@ import logging
 import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from rlvr_world.apps.video.config import VideoEval
 from rlvr_world.runlog import read_jsonl
+
+if TYPE_CHECKING:
+    from rlvr_world.video.actions import ActionQuantizer
+    from rlvr_world.video.data import ClipArrays
+    from rlvr_world.video.layout import SingleStepVocab
+    from rlvr_world.video.tokenizer import FrameTokenizer
 
 logger = logging.getLogger(__name__)
 
@@ -42,12 +49,12 @@ METRICS = (
 
 def predicted_frames(
     weights: Path,
-    clips: Sequence[Any],
-    frame_tokenizer: Any,
+    clips: Sequence[ClipArrays],
+    frame_tokenizer: FrameTokenizer,
     *,
-    vocab: Any,
-    quantizer: Any,
-    cfg: Any,
+    vocab: SingleStepVocab,
+    quantizer: ActionQuantizer,
+    cfg: VideoEval,
 ) -> np.ndarray:
     """Sampled next frames ``(N, H, W, 3)`` of a saved model for ``clips`` (the eval sampler)."""
     import torch
@@ -71,7 +78,7 @@ def predicted_frames(
 
 def write_compare(
     path: Path,
-    clips: Sequence[Any],
+    clips: Sequence[ClipArrays],
     predictions: Mapping[str, np.ndarray],
     scale: int = 2,
     gap: int = 4,

@@ -26,10 +26,11 @@ from rlvr_world.apps.pipeline.runner import orchestrate_until_trainer_exits, req
 from rlvr_world.apps.pipeline.stack import start_services, trainer_spec
 from rlvr_world.apps.supervisor import Supervisor
 from rlvr_world.apps.video.config import VideoPipelineConfig
-from rlvr_world.apps.video.episodes import Clip
 from rlvr_world.items import PromptItem, video_item
 from rlvr_world.queue.server import start_embedded
 from rlvr_world.runlog import JsonlLog
+from rlvr_world.video.data import ClipArrays
+from rlvr_world.video.layout import TokenSequence
 from rlvr_world.video.world_model import visual_ids
 
 
@@ -43,7 +44,10 @@ class RlOutcome:
 
 
 def rl_items(
-    clips: Sequence[Clip], sequences: Sequence[Any], tokens_per_frame: int, multi_step: bool
+    clips: Sequence[ClipArrays],
+    sequences: Sequence[TokenSequence],
+    tokens_per_frame: int,
+    multi_step: bool,
 ) -> list[PromptItem]:
     """One prompt item per train clip: the next frame, or the multi-step rollout of the clip."""
     if multi_step:

@@ -7,10 +7,11 @@
 * ``variant="paper"`` reproduces the reference code result for result (``paper.py``);
 * ``variant="strict"`` (the default) fixes the reference's text-game bugs (``strict.py``).
 
-``reward_type`` is ``binary`` (exact match) or ``task_specific`` (REFERENCE §1.5 step 9). The
-function never raises: a malformed reference or option is ``invalid_input`` naming the field, a
-response that cannot be decoded is ``unparseable`` (reward 0), and a failure inside scoring is
-``error``; a zero reward with status ``ok`` always means a scored, wrong answer.
+``reward_type`` is ``binary`` (exact match) or ``task_specific``
+(docs/reference.md#text-game-reward, step 9). The function never raises: a malformed reference or
+option is ``invalid_input`` naming the field, a response that cannot be decoded is ``unparseable``
+(reward 0), and a failure inside scoring is ``error``; a zero reward with status ``ok`` always means
+a scored, wrong answer.
 """
 
 from __future__ import annotations

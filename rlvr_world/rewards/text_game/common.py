@@ -2,9 +2,9 @@
 
 Both variants read the same inputs: ``ground_truth`` (JSON of the next state) and
 ``extra_info["data_state"]`` (JSON of the current state), each ``{"game_state": [obj, ..., score]}``
-(REFERENCE §1.1). A state may also be given already decoded (a dict, or the bare list). A
-malformed *reference* raises ``InvalidInput`` naming the field; a bad *prediction* never does (the
-scorers return a status instead).
+(docs/reference.md#text-game-states). A state may also be given already decoded (a dict, or the bare
+list). A malformed *reference* raises ``InvalidInput`` naming the field; a bad *prediction* never
+does (the scorers return a status instead).
 
 A valid state is a list of objects (``uuid`` an integer or string, unique; ``name`` a string;
 ``properties`` an object; ``contains`` a list) and exactly one score entry (an object with
@@ -29,7 +29,7 @@ MAX_RESPONSE_CHARS = 2_000_000
 MAX_REPAIR_CHARS = 131_072
 
 #: End-of-sequence texts that a decode without ``skip_special_tokens`` leaves in the response
-#: (DeepSeek-R1 / Qwen / GPT-2 / Llama 3 families). Strict removes them; paper keeps them (§7.6).
+#: (DeepSeek-R1 / Qwen / GPT-2 / Llama 3 families). Strict removes them; paper keeps them (Q6).
 EOS_TEXTS = (
     "<｜end▁of▁sentence｜>",
     "<|endoftext|>",
@@ -65,7 +65,7 @@ def strip_eos(text: str) -> str:
 
 
 def task_specific_reward(item: float, score: float, exact: bool, changed: Sequence[int]) -> float:
-    """REFERENCE §1.5 step 9, with the reference's order of float operations.
+    """docs/reference.md#text-game-reward step 9, with the reference's order of float operations.
 
     ``0.09 * item + 0.01 * score + 0.2 * exact (+ mean(changed) when ``changed`` is non-empty)``.
     """

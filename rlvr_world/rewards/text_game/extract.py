@@ -2,10 +2,11 @@
 
 Two extractors live here:
 
-* ``paper_parse`` reproduces REFERENCE §1.5 steps 1-3 verbatim: first answer phrase (in the
-  reference's priority order) wins and the text after its *last* occurrence is the answer; else the
-  last fenced ``json`` block of at least 10 characters; else the whole response. Then the blind
-  ``True``/``False``/``None`` replacement, ``json_repair.repair_json`` and ``dirtyjson.loads``.
+* ``paper_parse`` reproduces docs/reference.md#text-game-reward steps 1-3 verbatim: first answer
+  phrase (in the reference's priority order) wins and the text after its *last* occurrence is the
+  answer; else the last fenced ``json`` block of at least 10 characters; else the whole response.
+  Then the blind ``True``/``False``/``None`` replacement, ``json_repair.repair_json`` and
+  ``dirtyjson.loads``.
 * ``strict_parse`` finds the answer without corrupting it: end-of-sequence texts are removed, the
   answer region is the text after the last answer phrase (any casing), else after ``</think>``,
   else the whole response; inside it each balanced ``{...}`` block is decoded with ``json.loads``,
@@ -34,7 +35,7 @@ import json_repair
 
 from rlvr_world.rewards.text_game.common import MAX_REPAIR_CHARS, strip_eos
 
-#: Answer phrases in the reference's order of precedence (§1.5 step 1).
+#: Answer phrases in the reference's order of precedence (reference step 1).
 PAPER_PHRASES = (
     "The final answer is:",
     "the final answer is:",

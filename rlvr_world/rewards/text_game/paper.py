@@ -1,10 +1,11 @@
-"""The paper's text-game reward, reimplemented from REFERENCE §1.5 with the same semantics.
+"""The paper's text-game reward, reimplemented from docs/reference.md#text-game-reward.
 
-Every quirk is kept (REFERENCE §1.6, §7): the blind literal rewrite, ``json_repair`` then
-``dirtyjson``, new objects dropped by the recovery, removals unverified, ``removed`` given as an
-int / string / null removing nothing, a missing ``score`` key giving no score entry, Python
-equality (``1 == 1.0 == True``), names and types never compared, the task-specific ``KeyError`` on
-a predicted property key absent from both states (reward 0 although binary gives 1).
+Every quirk is kept (docs/reference.md#text-game-reward and #quirks): the blind literal rewrite,
+``json_repair`` then ``dirtyjson``, new objects dropped by the recovery, removals unverified,
+``removed`` given as an int / string / null removing nothing, a missing ``score`` key giving no
+score entry, Python equality (``1 == 1.0 == True``), names and types never compared, the
+task-specific ``KeyError`` on a predicted property key absent from both states (reward 0 although
+binary gives 1).
 
 The functions below operate on untyped decoded values (``Any``) on purpose: the reference applies
 ``in``, indexing and iteration to whatever the model produced (a string's ``in`` is a substring
@@ -93,7 +94,7 @@ def _finish(
             status=Status.ERROR,
             metrics=metrics,
             message=f"reference KeyError {exc}: a predicted property key that the object has in "
-            "neither state (REFERENCE §7.2); reward 0 as in the reference",
+            "neither state (docs/reference.md#quirks, Q2); reward 0 as in the reference",
         )
     if changed:
         metrics["changed_accuracy"] = sum(changed) / len(changed)

@@ -1,4 +1,5 @@
-"""Strict text-game reward: the paper's metric with the text-game bugs of REFERENCE §7 fixed.
+"""Strict text-game reward: the paper's metric with the text-game bugs fixed (QN below: the
+quirks of docs/reference.md#quirks).
 
 What is compared. Every object has *fields*: ``contains`` (a multiset: order ignored, duplicates
 count) and one field per property key. ``name`` and ``type`` are not compared, as in the paper: the
@@ -6,14 +7,14 @@ task's own gold diffs (GPT-simulator's ``get_state_diff``, also used for the pro
 ignore them, so a name-only change (``tree`` -> ``chopped down tree``) is never in the expected
 answer. The predicted state is the current
 state with ``removed`` uuids taken out and every ``modified`` entry put in, **new uuids included**
-(§7.1). Then, against the target:
+(Q1). Then, against the target:
 
-* a target object the prediction lacks costs one error per field it has (§7.13: the paper charges
+* a target object the prediction lacks costs one error per field it has (Q13: the paper charges
   one error however many fields vanish);
 * a predicted object the target lacks (a failed removal, a wrong new object) costs one error per
-  field it has (§7.4: the paper never looks at it);
+  field it has (Q4: the paper never looks at it);
 * each target field is right or wrong; a predicted property key the target lacks is one error
-  (an *extra* key; it never crashes, §7.2); a ``properties`` value that is not an object is one
+  (an *extra* key; it never crashes, Q2); a ``properties`` value that is not an object is one
   error, and its target keys count as missing;
 * answer-level mistakes cost one error each: a ``modified`` entry that is not an object with an
   integer (or string) uuid, a ``removed`` uuid not in the current state, a uuid both modified
@@ -27,7 +28,7 @@ Score. ``score: {}`` means "unchanged" (the current score entry); a non-empty ob
 predicted score entry, compared key by key, extra keys counting as errors. **A missing ``score``
 key, or one that is not an object (``0``, ``null``, a list), counts every target score field as
 wrong** (metric ``score_missing`` / ``score_invalid`` = 1): the prompt asks for three keys, and
-``{}`` is the explicit way to say "unchanged", so an answer without it is not exact (§7.5; the paper
+``{}`` is the explicit way to say "unchanged", so an answer without it is not exact (Q5; the paper
 does the same for a missing key by accident and treats an int as "unchanged").
 
 Reward. ``item_accuracy`` = right / (right + wrong) over object fields and answer-level errors

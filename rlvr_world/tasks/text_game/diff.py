@@ -1,4 +1,4 @@
-"""State-diff targets for text-game transitions (REFERENCE.md §1.1, §1.4).
+"""State-diff targets for text-game transitions (docs/reference.md#text-game-states).
 
 A state is a list of entries: objects ``{name, uuid, type, properties, contains}`` and one score
 entry ``{score, gameOver, gameWon}`` (last by convention). ``state_diff(current, target)`` is the
@@ -13,7 +13,7 @@ This is GPT-simulator's ``get_state_diff`` / ``make_game_state_partial`` rule, w
 paper's in-context example answers, with two differences:
 
 * created objects are put in ``modified`` as the object itself (the original stores the whole
-  uuid -> object table there, REFERENCE §7.10);
+  uuid -> object table there, docs/reference.md#quirks, Q10);
 * values are compared by JSON meaning (``1 == 1.0`` but ``true != 1``; lists ordered, tuples are
   lists; ``contains`` is a multiset), the same rule as the ``strict`` reward, so a diff built here
   always scores an exact match there. The original uses Python ``==`` (``True == 1``).
@@ -21,10 +21,11 @@ paper's in-context example answers, with two differences:
 Like the original, ``name`` and ``type`` are not compared: a rename on its own is not a change
 (the rewards never compare them either).
 
-``is_gold(current, target)`` is the paper's train-set "gold" label (REFERENCE §1.2): some object
-present in both states has a property value changed, a property key added or dropped, or its
-``contains`` changed (``get_state_diff_detail_v2``'s ``modified`` entries with a code other than 1).
-Adding or removing an object, or a score change, does not on its own make a transition gold.
+``is_gold(current, target)`` is the paper's train-set "gold" label
+(docs/reference.md#text-game-data-rows): some object present in both states has a property value
+changed, a property key added or dropped, or its ``contains`` changed
+(``get_state_diff_detail_v2``'s ``modified`` entries with a code other than 1). Adding or removing
+an object, or a score change, does not on its own make a transition gold.
 """
 
 from __future__ import annotations

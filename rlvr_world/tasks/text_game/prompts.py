@@ -1,18 +1,19 @@
 """Prompts and verl rows for text-game state prediction.
 
-``build_paper_prompt`` reproduces, byte for byte, the prompt of the paper's verl rows (REFERENCE
-§1.3): GPT-simulator's ``quest_gpt.py`` prompt for the "full" setting with partial (diff) answers
-and human-written rules, two in-context examples from the example game (``dishwasher``: one change
-by an action, one by a tick), then the target game, plus RLVR-World's answer-phrase suffix. States
-are rendered with Python ``str()`` (single quotes, ``True``/``None``), as the original does. About
-20k characters (~6-7k tokens) a prompt.
+``build_paper_prompt`` reproduces, byte for byte, the prompt of the paper's verl rows
+(docs/reference.md#text-game-prompt): GPT-simulator's ``quest_gpt.py`` prompt for the "full" setting
+with partial (diff) answers and human-written rules, two in-context examples from the example game
+(``dishwasher``: one change by an action, one by a tick), then the target game, plus RLVR-World's
+answer-phrase suffix. States are rendered with Python ``str()`` (single quotes, ``True``/``None``),
+as the original does. About 20k characters (~6-7k tokens) a prompt.
 
 ``build_compact_prompt`` is for small models with short contexts: no rules, no examples, the state
 as compact JSON, and a short instruction that names the answer format and the answer phrase that
 both reward variants look for (``The final answer is:``). 1.3-4.6k characters on the test
 set (median 2.4k), against 20-23k for the paper prompt.
 
-``to_verl_row`` builds the paper's parquet row (REFERENCE §1.2) from a transition and a prompt.
+``to_verl_row`` builds the paper's parquet row (docs/reference.md#text-game-data-rows) from a
+transition and a prompt.
 """
 
 from __future__ import annotations
@@ -212,7 +213,7 @@ def build_compact_prompt(transition: Transition) -> str:
 
 
 def to_verl_row(transition: Transition, prompt: str, split: str, index: int) -> dict[str, Any]:
-    """The paper's verl parquet row (REFERENCE §1.2) for one transition and prompt."""
+    """The paper's verl parquet row (docs/reference.md#text-game-data-rows) of a transition."""
     return {
         "data_source": DATA_SOURCE,
         "prompt": [{"role": "user", "content": prompt}],

@@ -3,8 +3,9 @@
 One JSON Lines record (``test.jsonl``, ``crawl/<game>.jsonl.gz``) is
 ``{game, state_id, current_state, action_state, tick_state, current_score_state,
 next_score_state}``; each ``*_state`` holds ``objects`` and ``max_UUID`` among other fields, and the
-action is ``tick_state.lastAction``. The paper's "full" transition (REFERENCE §1.1) goes from
-``current_state.objects + [current_score_state]`` to ``tick_state.objects + [next_score_state]``;
+action is ``tick_state.lastAction``. The paper's "full" transition
+(docs/reference.md#text-game-states) goes from ``current_state.objects + [current_score_state]``
+to ``tick_state.objects + [next_score_state]``;
 the UUID base of the prompt ("The current game UUID base is N") is ``current_state.max_UUID``, as in
 GPT-simulator's ``quest_gpt.py`` (checked against the rebuilt rows: the base is 7 for lit-lightbulb
 record 0, whose objects have uuids 0-6).
