@@ -140,6 +140,7 @@ def frames_request(
     weights: Mapping[str, float] | None = None,
     aggregation: str = "",
     lpips_net: str = "",
+    repetition_penalty: float = 0.0,
     request_id: str = "",
 ) -> reward_pb2.ScoreRequest:
     """Video request from numpy frames (T, H, W, C) or (H, W, C), uint8 or float in [0, 1]."""
@@ -150,7 +151,10 @@ def frames_request(
         target_frames=_tensor(target),
         options=reward_pb2.ScoreOptions(
             video=reward_pb2.VideoOptions(
-                weights=dict(weights or {}), aggregation=aggregation, lpips_net=lpips_net
+                weights=dict(weights or {}),
+                aggregation=aggregation,
+                lpips_net=lpips_net,
+                repetition_penalty=repetition_penalty,
             )
         ),
     )

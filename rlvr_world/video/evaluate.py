@@ -13,8 +13,13 @@ default: LPIPS needs ImageNet weights that are not shipped). Reported, as means 
 * ``repetition_rate``: clips whose decoded prediction copies the decoded last context frame (mean
   absolute difference <= ``repetition_threshold``, ``rewards.video.repeated_frames``), and
   ``token_copy_rate``: the fraction of predicted tokens equal to the last context frame's;
-* ``recon_*``: the same metrics for the true frame's own tokens (the tokenizer's ceiling), and
-  ``copy_*``: for predicting the last context frame itself (the trivial baseline).
+* ``recon_*``: the same metrics for the true frame's own tokens (the tokenizer's ceiling),
+  ``copy_*``: for predicting the last context frame's tokens (the trivial baseline in the model's
+  own output space: "nothing moves", through the same tokenizer), and ``raw_copy_*``: for the
+  last context frame's pixels (no tokenizer; a tokenized model cannot beat it where the
+  tokenizer's own error exceeds the motion between frames);
+* ``per_clip``: every metric per clip, in clip order (``per_clip_copy``: the same of ``copy_*``),
+  for paired comparisons across models and seeds.
 
 ``write_grid`` writes a PNG: one row per clip, context frames | predicted | true.
 What it does not do: no multi-step rollouts (ground-truth actions between generated frames);
@@ -152,6 +157,10 @@ def _means(prefix: str, metrics: Mapping[str, NDArray[np.float64]]) -> dict[str,
     return {f"{prefix}{name}": float(values.mean()) for name, values in metrics.items()}
 
 
+def _per_clip(metrics: Mapping[str, NDArray[np.float64]]) -> dict[str, list[float]]:
+    return {name: [float(v) for v in values] for name, values in metrics.items()}
+
+
 def reward_setup(
     model: PreTrainedModel, cfg: EvalConfig, perceptual: PerceptualScorer | None
 ) -> tuple[VideoRewardConfig, dict[str, PerceptualScorer]]:
@@ -217,6 +226,7 @@ def evaluate(
     report: dict[str, Any] = {
         "n_clips": len(clips),
         **_means("", model_metrics),
+        "per_clip": _per_clip(model_metrics),
         "repetition_rate": float(repeats.mean()),
         "token_copy_rate": float((pred_tokens == last_tokens).mean()),
         "perceptual": next(iter(scorers)),
@@ -226,7 +236,11 @@ def evaluate(
     if cfg.baselines:
         recon = frame_tokenizer.decode_tokens(truth_tokens, batch_size=cfg.batch_size)
         report.update(_means("recon_", score_frames(recon, truth, config, scorers)))
-        report.update(_means("copy_", score_frames(last, truth, config, scorers)))
+        copied = score_frames(last, truth, config, scorers)
+        report.update(_means("copy_", copied))
+        raw = np.stack([frames[-2] for frames, _ in arrays])
+        report.update(_means("raw_copy_", score_frames(raw, truth, config, scorers)))
+        report["per_clip_copy"] = _per_clip(copied)
     report["seconds"] = time.perf_counter() - t0
     report["seconds_per_clip"] = report["seconds"] / len(clips)
     if out_dir is not None:

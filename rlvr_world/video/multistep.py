@@ -259,7 +259,8 @@ def evaluate_multistep(
     (``reward`` = ``-mean_t (L1_t + perceptual_t)``, the paper's aggregation), plus
     ``reward_per_step`` / ``l1_per_step``. ``repetition_rate``: predicted frames that copy the
     frame before them (``d1`` for the first); ``recon_*``: the true tokens decoded; ``copy_*``:
-    ``d1`` repeated. Writes ``eval.json`` and ``grid.png`` into ``out_dir`` when given."""
+    ``d1`` repeated; ``per_clip`` / ``per_clip_copy``: each metric per clip (its mean over the
+    predicted frames). Writes ``eval.json`` and ``grid.png`` into ``out_dir`` when given."""
     if not clips:
         raise ValueError("clips: empty")
     arrays = [clip_arrays(c) for c in clips]
@@ -296,6 +297,7 @@ def evaluate_multistep(
         "layout": "multi_step",
         "predicted_frames": steps,
         **{name: float(values.mean()) for name, values in metrics.items()},
+        "per_clip": {k: v.mean(axis=1).tolist() for k, v in per_step.items()},
         "reward_per_step": per_step["reward"].mean(axis=0).tolist(),
         "l1_per_step": per_step["l1"].mean(axis=0).tolist(),
         "repetition_rate": float(np.asarray(repeats, dtype=np.float64).mean()),
@@ -312,6 +314,10 @@ def evaluate_multistep(
         for prefix, frames in (("recon_", recon), ("copy_", copy)):
             scored = score_frames(np.asarray(frames), flat_truth, config, scorers)
             report.update({f"{prefix}{k}": float(v.mean()) for k, v in scored.items()})
+            if prefix == "copy_":
+                report["per_clip_copy"] = {
+                    k: v.reshape(n, steps).mean(axis=1).tolist() for k, v in scored.items()
+                }
     report["seconds"] = time.perf_counter() - t0
     report["seconds_per_clip"] = report["seconds"] / n
     if out_dir is not None:

@@ -20,7 +20,7 @@ from rlvr_world.apps.video.config import load_video_config
 from rlvr_world.apps.video.pipeline import run_video_pipeline
 from rlvr_world.queue.server import REDIS_URL_ENV
 
-pytestmark = [pytest.mark.integration, pytest.mark.slow]
+pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(1200)]
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -37,10 +37,11 @@ def test_video_run_end_to_end_at_toy_size(tmp_path: Path, monkeypatch: pytest.Mo
     )
     summary = run_video_pipeline(cfg, "smoke.yaml")
 
-    rl = summary["rl"]
+    assert summary["rl"]["trainer_exit"] == 0
+    rl = summary["rl"]["by_seed"]["0"]
     assert rl["trainer_exit"] == 0
     assert rl["pushed"] >= cfg.rl.steps * cfg.rl.groups_per_step
-    events = read_ledger(tmp_path / "ledger.jsonl")
+    events = read_ledger(tmp_path / "seed0" / "ledger.jsonl")
     started = {e["key"] for e in events if e["event"] == "start"}
     ended = {e["key"] for e in events if e["event"] in ("pushed", "failed")}
     assert started == ended  # every request ends pushed or failed with a reason
@@ -53,13 +54,23 @@ def test_video_run_end_to_end_at_toy_size(tmp_path: Path, monkeypatch: pytest.Mo
     assert Path(rl["checkpoint"]).name.endswith(f"{cfg.rl.steps:08d}")
     assert any(not torch.equal(mle[k], final[k]) for k in mle)  # GRPO moved the weights
 
-    assert set(summary["eval"]) == {"mle", "rlvr", "mle_continued"}
+    assert set(summary["eval"]) == {"mle", "mle_shuffled_actions", "rlvr", "mle_continued"}
     for report in summary["eval"].values():
         assert report["n_clips"] == cfg.eval.clips
         for key in ("reward", "l1", "mse", "psnr", "ssim", "stlpips", "repetition_rate"):
             assert math.isfinite(report[key]), key
-    assert summary["baseline"]["budget_s"] == pytest.approx(rl["seconds"])
-    assert summary["baseline"]["seconds"] >= 0.9 * rl["seconds"]
+    control = summary["baseline"]["by_seed"]["0"]
+    assert control["budget_s"] == pytest.approx(rl["seconds"])
+    assert control["seconds"] >= 0.9 * rl["seconds"]
+    head = summary["headline"]
+    assert head["n"] == cfg.eval.clips and head["seeds"] == [0, 1]
+    assert set(summary["rl"]["by_seed"]) == set(summary["baseline"]["by_seed"]) == {"0", "1"}
+    assert head["start"] == pytest.approx(summary["eval"]["mle"]["reward"])
+    assert head["rlvr"] == pytest.approx(summary["eval"]["rlvr"]["reward"])
+    assert head["copy_last_frame"] == pytest.approx(summary["eval"]["mle"]["copy_reward"])
+    low, high = head["ci95"]
+    assert low <= head["ci_mean"] <= high
+    assert set(summary["headline_terms"]) == {"stlpips", "l1", "mse", "psnr", "ssim"}
 
     report = (tmp_path / "report.md").read_text()
     assert "| reward -(L1 + ST-LPIPS) (higher is better) |" in report
@@ -68,4 +79,18 @@ def test_video_run_end_to_end_at_toy_size(tmp_path: Path, monkeypatch: pytest.Mo
         # 3 rows of 32x32 frames at scale 2: context x2, three models, true = 6 columns
         assert img.size == (6 * (64 + 4) + 4, 16 + 3 * (64 + 4))
     assert (tmp_path / "curves.png").stat().st_size > 0
-    assert json.loads((tmp_path / "summary.json").read_text())["rl"]["trainer_exit"] == 0
+    saved = json.loads((tmp_path / "summary.json").read_text())
+    assert saved["rl"]["trainer_exit"] == 0 and saved["headline"] == head
+    assert "per_clip" not in saved["eval"]["mle"]  # the summary keeps means; eval.json every clip
+    for seed in (0, 1):
+        folder = tmp_path / f"seed{seed}"
+        per_clip = json.loads((folder / "eval" / "rlvr" / "eval.json").read_text())["per_clip"]
+        assert len(per_clip["reward"]) == cfg.eval.clips
+        assert (folder / "model" / "mle_continued" / "model.safetensors").is_file()
+    # the sampling was tuned on the validation clips, then used everywhere
+    tuned = json.loads((tmp_path / "eval" / "validation.json").read_text())
+    assert len(tuned["candidates"]) == len(cfg.eval.candidates)
+    assert summary["sampling"]["used"] == tuned["chosen"]
+    assert summary["eval"]["rlvr"]["sampling"]["temperature"] == tuned["chosen"]["temperature"]
+    assert summary["eval"]["mle_shuffled_actions"]["n_clips"] == cfg.eval.clips
+    assert "## Headline: RLVR against continued MLE" in report

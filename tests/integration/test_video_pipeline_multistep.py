@@ -22,7 +22,7 @@ from rlvr_world.apps.video.config import load_video_config
 from rlvr_world.apps.video.pipeline import run_video_pipeline
 from rlvr_world.queue.server import REDIS_URL_ENV
 
-pytestmark = [pytest.mark.integration, pytest.mark.slow]
+pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(1200)]
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -42,10 +42,11 @@ def test_multistep_video_run_end_to_end_at_toy_size(
     assert cfg.model.layout == "multi_step" and cfg.model.context_range == 3
     summary = run_video_pipeline(cfg, "smoke_multistep.yaml")
 
-    rl = summary["rl"]
+    assert summary["rl"]["trainer_exit"] == 0
+    rl = summary["rl"]["by_seed"]["0"]
     assert rl["trainer_exit"] == 0
     assert rl["pushed"] >= cfg.rl.steps * cfg.rl.groups_per_step
-    events = read_ledger(tmp_path / "ledger.jsonl")
+    events = read_ledger(tmp_path / "seed0" / "ledger.jsonl")
     started = {e["key"] for e in events if e["event"] == "start"}
     ended = {e["key"] for e in events if e["event"] in ("pushed", "failed")}
     assert started == ended  # every request ends pushed or failed with a reason
@@ -74,7 +75,7 @@ def test_multistep_video_run_end_to_end_at_toy_size(
             assert math.isfinite(report[key]), key
         assert all(math.isfinite(r) for r in report["reward_per_step"])
         assert report["reward"] == pytest.approx(sum(report["reward_per_step"]) / steps)
-    saved = json.loads((tmp_path / "eval" / "rlvr" / "eval.json").read_text())
+    saved = json.loads((tmp_path / "seed0" / "eval" / "rlvr" / "eval.json").read_text())
     assert saved["reward_per_step"] == summary["eval"]["rlvr"]["reward_per_step"]
     assert summary["model"]["clip_frames"] == cfg.model.segment_frames + 2
 

@@ -132,6 +132,12 @@ def test_evaluate_reports_metrics_baselines_and_grid(tmp_path: Path) -> None:
     # the last context frame is the true frame, so "copy" equals the tokenizer's reconstruction
     for key in ("l1", "mse", "psnr", "stlpips", "reward"):
         assert report[f"copy_{key}"] == pytest.approx(report[f"recon_{key}"]), key
+    # copying the raw last frame is exact here: the true frame is that frame
+    assert report["raw_copy_l1"] == 0.0 and report["raw_copy_psnr"] == 100.0
+    for key in ("l1", "reward", "stlpips", "psnr"):  # per clip, in clip order, means agree
+        assert len(report["per_clip"][key]) == 5
+        assert np.mean(report["per_clip"][key]) == pytest.approx(report[key])
+        assert np.mean(report["per_clip_copy"][key]) == pytest.approx(report[f"copy_{key}"])
     assert 0.0 <= report["token_copy_rate"] <= 1.0
     assert json.loads((tmp_path / "eval.json").read_text())["n_clips"] == 5
     grid = np.asarray(Image.open(tmp_path / "grid.png"))
@@ -148,7 +154,8 @@ def test_evaluate_reports_metrics_baselines_and_grid(tmp_path: Path) -> None:
         sequences=sequences,
     )
     assert again["l1"] == report["l1"] and again["reward"] == report["reward"]
-    assert "copy_l1" not in again and "recon_l1" not in again
+    assert "copy_l1" not in again and "recon_l1" not in again and "per_clip_copy" not in again
+    assert again["per_clip"] == report["per_clip"]
 
 
 @pytest.mark.slow

@@ -59,7 +59,12 @@ def test_every_shipped_video_config_parses(path: Path) -> None:
 def test_video_config_refuses_bad_values_and_unknown_fields(tmp_path: Path) -> None:
     bad = {
         "data: {source: npz}": "data.dir: required",
-        "data: {episodes: 4, held_out: 4}": "held_out: must be fewer",
+        "data: {episodes: 4, held_out: 4}": "held_out \\+ data.validation: must be fewer",
+        "data: {episodes: 4, held_out: 2, validation: 2}": "must be fewer",
+        "eval: {candidates: [{temperature: 0}]}": "needs validation episodes",
+        "eval: {perceptual: vgg}": "perceptual",
+        "rl: {weights: {l2: 1}}": "unknown metric",
+        "run: {seeds: 0}": "seeds",
         "data: {image_size: 4}": "sides must lie in",
         "rl: {group_size: 1}": "group_size",
         "mle: {stepz: 3}": "stepz",
@@ -86,6 +91,29 @@ def test_generated_trainer_and_orchestrator_configs_validate(tmp_path: Path) -> 
     orch = orchestrator_config(cfg, 64, vocab)
     assert orch.allowed_tokens == (0, 16) and orch.ignore_eos and orch.max_tokens == 64
     assert orch.video_weights == {"l1": 1.0, "stlpips": 1.0}
+    assert orch.seed == 0 and orch.video_repetition_penalty == 0.0
+
+
+def test_a_run_seed_reaches_the_trainer_and_the_sampler(tmp_path: Path) -> None:
+    from rlvr_world.video.layout import SingleStepVocab
+    from trainer.config import load_config
+
+    overrides = {
+        "run.run_dir": str(tmp_path),
+        "rl.weights": {"l1": 4.0, "perceptual": 1.0},
+        "rl.repetition_penalty": 0.5,
+        "eval.net": "alex",
+    }
+    cfg = load_video_config(REPO / "configs" / "video" / "smoke.yaml", overrides)
+    path = write_trainer_yaml(cfg, tmp_path / "model", "redis://127.0.0.1:1/0", tmp_path, seed=3)
+    assert load_config(path).run.seed == 3
+    vocab = SingleStepVocab(visual_codes=16, action_bins=cfg.model.action_bins)
+    one, two = (orchestrator_config(cfg, 64, vocab, metric="lpips", seed=n) for n in (1, 2))
+    assert one.seed != two.seed and abs(one.seed - two.seed) > 100_000  # disjoint request seeds
+    assert one.video_weights == {"l1": 4.0, "lpips": 1.0} and one.video_lpips_net == "alex"
+    assert one.video_repetition_penalty == 0.5
+    no_perceptual = cfg.model_copy(update={"rl": cfg.rl.model_copy(update={"weights": {"l1": 1}})})
+    assert orchestrator_config(no_perceptual, 64, vocab).video_lpips_net == ""
 
 
 def test_spread_is_a_seeded_subset_in_order() -> None:

@@ -142,11 +142,22 @@ class ServiceClients:
         previous: np.ndarray | None,
         weights: Mapping[str, float],
         aggregation: str = "",
+        *,
+        lpips_net: str = "",
+        repetition_penalty: float = 0.0,
     ) -> list[RewardResult]:
-        """One ``ScoreBatch``: each predicted frame (or clip) against the same ``target``."""
+        """One ``ScoreBatch``: each predicted frame (or clip) against the same ``target``
+        (``lpips_net`` and ``repetition_penalty`` empty / 0: the service's defaults)."""
         reqs = [
             frames_request(
-                pred, target, previous, weights=weights, aggregation=aggregation, request_id=str(i)
+                pred,
+                target,
+                previous,
+                weights=weights,
+                aggregation=aggregation,
+                lpips_net=lpips_net,
+                repetition_penalty=repetition_penalty,
+                request_id=str(i),
             )
             for i, pred in enumerate(predictions)
         ]

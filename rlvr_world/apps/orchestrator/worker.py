@@ -94,6 +94,12 @@ class OrchestratorConfig(BaseModel):
         default_factory=dict,
         description="video reward weights, metric -> weight (empty: the service's paper default)",
     )
+    video_lpips_net: Literal["", "alex", "vgg"] = Field(
+        default="", description="perceptual backbone of the video reward (empty: the service's)"
+    )
+    video_repetition_penalty: float = Field(
+        default=0.0, ge=0.0, le=100.0, description="video reward: penalty per copied frame"
+    )
     attempts: int = Field(default=10, ge=1, le=1000, description="tries per stage")
     backoff_initial_s: float = Field(default=0.2, ge=0.0, le=60.0, description="first wait")
     backoff_max_s: float = Field(default=5.0, ge=0.0, le=600.0, description="longest wait")
@@ -320,6 +326,7 @@ class Orchestrator:
     ) -> list[RewardResult]:
         target, previous = video_frames(item)
         inserts, segment = video_inserts(item)
+        net, penalty = self.cfg.video_lpips_net, self.cfg.video_repetition_penalty
         if not inserts:
             frames = await self._stage("decode", key, item, lambda: self.clients.decode_frames(ids))
             single: list[RewardResult] = await self._stage(
@@ -327,7 +334,12 @@ class Orchestrator:
                 key,
                 item,
                 lambda: self.clients.score_frames(
-                    frames[:, None], target[None], previous, self.cfg.video_weights
+                    frames[:, None],
+                    target[None],
+                    previous,
+                    self.cfg.video_weights,
+                    lpips_net=net,
+                    repetition_penalty=penalty,
                 ),
             )
             return single
@@ -344,7 +356,13 @@ class Orchestrator:
             key,
             item,
             lambda: self.clients.score_frames(
-                clips, target, previous, self.cfg.video_weights, aggregation="mean"
+                clips,
+                target,
+                previous,
+                self.cfg.video_weights,
+                aggregation="mean",
+                lpips_net=net,
+                repetition_penalty=penalty,
             ),
         )
         return results

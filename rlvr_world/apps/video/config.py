@@ -16,6 +16,9 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from rlvr_world.apps.pipeline.config import apply_overrides, read_config_mapping
 
+#: The ``rl.weights`` key standing for the metric ``eval.perceptual`` resolves to.
+PERCEPTUAL = "perceptual"
+
 
 class _Section(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -28,7 +31,13 @@ class VideoData(_Section):
     dir: Path | None = Field(default=None, description="folder of .npz episodes (source npz)")
     episodes: int = Field(default=48, ge=2, le=100_000, description="PushT episodes to record")
     steps: int = Field(default=60, ge=2, le=100_000, description="actions per PushT episode")
-    held_out: int = Field(default=8, ge=1, le=100_000, description="held-out episodes")
+    held_out: int = Field(default=8, ge=1, le=100_000, description="held-out (test) episodes")
+    validation: int = Field(
+        default=0,
+        ge=0,
+        le=100_000,
+        description="episodes kept out of training to tune the sampling on (never the test ones)",
+    )
     image_size: int | tuple[int, int] = Field(
         default=64, description="frames resized to this side, or (height, width)"
     )
@@ -41,8 +50,8 @@ class VideoData(_Section):
             raise ValueError(f"data.image_size: sides must lie in [8, 1024], got {self.image_size}")
         if self.source == "npz" and self.dir is None:
             raise ValueError("data.dir: required when data.source is npz")
-        if self.held_out >= self.episodes and self.source == "pusht":
-            raise ValueError("data.held_out: must be fewer than data.episodes")
+        if self.held_out + self.validation >= self.episodes and self.source == "pusht":
+            raise ValueError("data.held_out + data.validation: must be fewer than data.episodes")
         return self
 
 
@@ -100,7 +109,7 @@ class VideoModelSection(_Section):
     layers: int = Field(default=4, ge=1, le=128, description="decoder layers")
     heads: int = Field(default=4, ge=1, le=256, description="attention heads")
     action_bins: int = Field(default=256, ge=2, le=65536, description="bins per action dim")
-    seed: int = Field(default=0, ge=0, description="initialisation seed")
+    seed: int = Field(default=0, ge=0, description="initialisation seed, added to run.seed")
 
     @model_validator(mode="after")
     def _layout(self) -> Self:
@@ -152,8 +161,40 @@ class VideoRl(_Section):
     max_inflight: int = Field(default=2, ge=1, le=1000, description="prompts in flight")
     weights: dict[str, float] = Field(
         default_factory=lambda: {"l1": 1.0, "stlpips": 1.0},
-        description="reward = -(sum weight * loss); the paper's is l1 + lpips",
+        description="reward = -(sum weight * loss) over rewards.video metric names; "
+        "'perceptual' is the metric eval.perceptual resolves to; the paper's is l1 + lpips",
     )
+    repetition_penalty: float = Field(
+        default=0.0,
+        ge=0.0,
+        le=100.0,
+        description="added to the loss of each generated frame that copies the frame before it",
+    )
+    balance_prompts: int = Field(
+        default=0,
+        ge=0,
+        le=100_000,
+        description="rescale the weights so every term has the same within-group spread, "
+        "measured on this many train prompts with the MLE model (0: weights as given)",
+    )
+
+    @model_validator(mode="after")
+    def _weights(self) -> Self:
+        from rlvr_world.rewards.video import METRIC_NAMES
+
+        known = (*METRIC_NAMES, PERCEPTUAL)
+        bad = sorted(k for k in self.weights if k not in known)
+        if bad:
+            raise ValueError(f"rl.weights: unknown metric(s) {bad}; known: {', '.join(known)}")
+        if any(not 0.0 <= w <= 1e6 for w in self.weights.values()):
+            raise ValueError("rl.weights: every weight must lie in [0, 1e6]")
+        if not any(w > 0 for w in self.weights.values()):
+            raise ValueError("rl.weights: at least one weight must be positive")
+        if len({k for k in self.weights if k in ("lpips", "stlpips", PERCEPTUAL)}) > 1:
+            raise ValueError(
+                "rl.weights: name one perceptual metric (lpips, stlpips or perceptual)"
+            )
+        return self
 
 
 class VideoBaseline(_Section):
@@ -163,18 +204,61 @@ class VideoBaseline(_Section):
     lr: float = Field(default=1e-4, gt=0.0, le=1.0, description="learning rate (constant)")
 
 
+class SamplingChoice(_Section):
+    """One way of sampling frames: temperature (0 is greedy) and top-k (0 is off)."""
+
+    temperature: float = Field(default=1.0, ge=0.0, le=10.0, description="0 is greedy")
+    top_k: int = Field(default=100, ge=0, le=1_000_000, description="0 is off")
+
+
 class VideoEval(_Section):
-    """Held-out next-frame prediction: sampled like the reference evaluation."""
+    """Held-out next-frame prediction: sampled like the reference evaluation (temperature 1,
+    top-k 100) unless ``candidates`` are given: then the MLE model samples the validation clips
+    with each and every evaluation uses the one with the best reward."""
 
     clips: int = Field(default=64, ge=1, le=1_000_000, description="held-out clips")
     temperature: float = Field(default=1.0, ge=0.0, le=10.0, description="0 is greedy")
     top_k: int = Field(default=100, ge=0, le=1_000_000, description="0 is off")
-    seed: int = Field(default=0, ge=0, description="sampling seed")
+    seed: int = Field(default=0, ge=0, description="sampling seed, added to run.seed")
+    candidates: tuple[SamplingChoice, ...] = Field(
+        default=(),
+        description="sampling settings tried on the validation clips (needs "
+        "data.validation); empty: temperature and top_k as given",
+    )
+    validation_clips: int = Field(
+        default=64, ge=1, le=1_000_000, description="validation clips the candidates are tried on"
+    )
+    perceptual: Literal["auto", "lpips", "stlpips"] = Field(
+        default="stlpips",
+        description="perceptual metric of the evaluations and of the 'perceptual' reward weight; "
+        "auto: LPIPS where its backbone weights are on disk (RLVR_LPIPS_BACKBONE_PATH or the "
+        "torch hub cache), ST-LPIPS otherwise",
+    )
+    net: Literal["alex", "vgg"] = Field(default="vgg", description="perceptual backbone")
+    shuffled_actions: bool = Field(
+        default=False,
+        description="also evaluate the MLE model with the clips' actions shuffled among them "
+        "(does the model use its actions?)",
+    )
     grid_rows: int = Field(default=6, ge=1, le=64, description="clips drawn in the PNG grids")
 
 
 class VideoRunSection(_Section):
     run_dir: Path = Field(default=Path("runs/video_pusht"), description="everything written")
+    seed: int = Field(
+        default=0,
+        ge=0,
+        le=1_000_000,
+        description="reseeds the tokenizer, the model's initialisation, MLE, RLVR, the continued "
+        "MLE and the evaluation sampling (not the data: data.seed)",
+    )
+    seeds: int = Field(
+        default=1,
+        ge=1,
+        le=64,
+        description="RLVR and continued MLE run this many times from the same MLE model, with "
+        "seeds run.seed, run.seed + 1, ...",
+    )
     device: str = Field(
         default="cpu",
         description="torch device of the tokenizer, MLE, evaluation and the trainer (the "
@@ -201,6 +285,11 @@ class VideoPipelineConfig(_Section):
     @model_validator(mode="after")
     def _episodes_fit(self) -> Self:
         frames = self.model.clip_frames
+        if self.eval.candidates and self.data.validation == 0:
+            raise ValueError(
+                "eval.candidates: tuning the sampling needs validation episodes "
+                "(data.validation > 0), never the test clips"
+            )
         if self.data.source == "pusht" and self.data.steps + 1 < frames:
             what = (
                 f"model.segment_frames {self.model.segment_frames}"

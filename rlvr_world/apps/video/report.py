@@ -19,10 +19,11 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from rlvr_world.apps.video.config import VideoEval
+from rlvr_world.apps.video.config import SamplingChoice, VideoPipelineConfig
 from rlvr_world.runlog import read_jsonl
 
 if TYPE_CHECKING:
+    from rlvr_world.apps.video.setup import VideoSetup
     from rlvr_world.video.actions import ActionQuantizer
     from rlvr_world.video.data import ClipArrays
     from rlvr_world.video.layout import SingleStepVocab
@@ -31,20 +32,27 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 #: Models in the order they appear in tables and grids.
-MODELS = ("mle", "mle_continued", "rlvr")
-LABELS = {"mle": "MLE", "mle_continued": "MLE, continued", "rlvr": "RLVR"}
+MODELS = ("mle", "mle_shuffled_actions", "mle_continued", "rlvr")
+LABELS = {
+    "mle": "MLE",
+    "mle_shuffled_actions": "MLE, actions shuffled",
+    "mle_continued": "MLE, continued",
+    "rlvr": "RLVR",
+}
 #: Column headers of the grid (a cell is 2x the frame width: short names).
 SHORT = {"mle": "MLE", "mle_continued": "MLE cont.", "rlvr": "RLVR"}
-#: (key, label, higher is better)
+#: (key, label, higher is better); the reward's label names the run's perceptual metric.
 METRICS = (
-    ("reward", "reward -(L1 + ST-LPIPS)", True),
+    ("reward", "reward -(L1 + {perceptual})", True),
     ("l1", "L1", False),
+    ("lpips", "LPIPS", False),
     ("stlpips", "ST-LPIPS", False),
     ("mse", "MSE", False),
     ("psnr", "PSNR (dB)", True),
     ("ssim", "SSIM", True),
     ("repetition_rate", "repetition rate", False),
 )
+PERCEPTUAL_LABELS = {"lpips": "LPIPS", "stlpips": "ST-LPIPS"}
 
 
 def predicted_frames(
@@ -54,7 +62,8 @@ def predicted_frames(
     *,
     vocab: SingleStepVocab,
     quantizer: ActionQuantizer,
-    cfg: VideoEval,
+    sampling: SamplingChoice,
+    seed: int,
 ) -> np.ndarray:
     """Sampled next frames ``(N, H, W, 3)`` of a saved model for ``clips`` (the eval sampler)."""
     import torch
@@ -68,12 +77,75 @@ def predicted_frames(
     model.eval()  # type: ignore[no-untyped-call]
     seqs = encode_clips(clips, frame_tokenizer, quantizer, vocab)
     prompts = np.array([s.prompt_ids for s in seqs], dtype=np.int64)
-    ecfg = EvalConfig(temperature=cfg.temperature, top_k=cfg.top_k, seed=cfg.seed)
+    ecfg = EvalConfig(temperature=sampling.temperature, top_k=sampling.top_k, seed=seed)
     tokens = sample_frames(
         model, prompts, frame_tokenizer.tokens_per_frame, visual_ids(vocab), ecfg
     )
     frames: np.ndarray = frame_tokenizer.decode_tokens(tokens)
     return frames
+
+
+def write_run_report(
+    cfg: VideoPipelineConfig,
+    run_dir: Path,
+    summary: Mapping[str, Any],
+    s: VideoSetup,
+    *,
+    models: Mapping[str, Path],
+    sampling: SamplingChoice,
+) -> Path:
+    """``report.md`` with ``compare.png`` of the ``models`` (name -> weights), the curves and
+    the tokenizer's reconstructions; the frames are sampled as the evaluations sample them."""
+    rows = list(s.test_clips[: cfg.eval.grid_rows])
+    if cfg.model.layout == "multi_step":  # compare the last predicted frame dS after ctx, d1
+        steps = cfg.model.segment_frames
+        rows = [(np.stack([f[0], f[1], f[steps]]), a) for f, a in rows]
+    seed = cfg.eval.seed + cfg.run.seed
+    preds = {name: _predicted(s, path, rows, sampling, seed) for name, path in models.items()}
+    extras = [write_compare(run_dir / "compare.png", rows, preds)]
+    curves = write_curves(run_dir)
+    if curves is not None:
+        extras.append(curves)
+    recon = s.tokenizer_dir / "recon.png"
+    if recon.is_file():
+        extras.append(recon)
+    return write_video_report(run_dir, summary, [str(e) for e in extras])
+
+
+def _predicted(
+    s: VideoSetup,
+    weights: Path,
+    rows: Sequence[ClipArrays],
+    sampling: SamplingChoice,
+    seed: int,
+) -> np.ndarray:
+    """Sampled frames of the grid rows (the first held-out clips): the next frame, or the
+    last of a multi-step rollout."""
+    from rlvr_world.video.layout import MultiStepVocab, SingleStepVocab
+
+    if isinstance(s.vocab, SingleStepVocab):
+        return predicted_frames(
+            weights,
+            rows,
+            s.frame_tokenizer,
+            vocab=s.vocab,
+            quantizer=s.quantizer,
+            sampling=sampling,
+            seed=seed,
+        )
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    from rlvr_world.video.evaluate import EvalConfig
+    from rlvr_world.video.multistep import predicted_multistep
+
+    if not isinstance(s.vocab, MultiStepVocab):
+        raise ValueError(f"vocab: {type(s.vocab).__name__} is not a layout vocabulary")
+    model = AutoModelForCausalLM.from_pretrained(str(weights), dtype=torch.float32)
+    ecfg = EvalConfig(temperature=sampling.temperature, top_k=sampling.top_k, seed=seed)
+    seqs = s.test_sequences[: len(rows)]
+    _, frames = predicted_multistep(model, s.frame_tokenizer, seqs, s.vocab, ecfg)
+    return np.asarray(frames[:, -1])
 
 
 def write_compare(
@@ -108,6 +180,12 @@ def write_compare(
     return path
 
 
+def seed_dirs(run_dir: Path) -> list[Path]:
+    """The directories of the RLVR / control repeats: ``seed<n>/`` folders, else the run's."""
+    found = sorted(p for p in run_dir.glob("seed*") if p.is_dir())
+    return found or [run_dir]
+
+
 def write_curves(run_dir: Path) -> Path | None:
     """``curves.png``: MLE losses against wall time, GRPO reward per step (None: no matplotlib)."""
     try:
@@ -119,29 +197,36 @@ def write_curves(run_dir: Path) -> Path | None:
         logger.warning("matplotlib is not installed (pipeline extra): no curves")
         return None
     mle = read_jsonl(run_dir / "mle_log.jsonl")
-    cont = read_jsonl(run_dir / "mle_continued_log.jsonl")
-    steps = [
-        e for e in read_jsonl(run_dir / "trainer" / "train_log.jsonl") if e.get("event") == "step"
-    ]
     fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(11, 4))
     if mle:
         ax1.plot([e["elapsed_s"] for e in mle], [e["loss"] for e in mle], label="MLE")
-    if cont:
-        offset = mle[-1]["elapsed_s"] if mle else 0.0
-        ax1.plot(
-            [offset + e["elapsed_s"] for e in cont],
-            [e["loss"] for e in cont],
-            label="MLE, continued (RLVR's wall time)",
-        )
+    offset = mle[-1]["elapsed_s"] if mle else 0.0
+    for folder in seed_dirs(run_dir):
+        tag = "" if folder == run_dir else f" ({folder.name})"
+        cont = read_jsonl(folder / "mle_continued_log.jsonl")
+        if cont:
+            ax1.plot(
+                [offset + e["elapsed_s"] for e in cont],
+                [e["loss"] for e in cont],
+                label=f"MLE, continued{tag}",
+            )
+        log = read_jsonl(folder / "trainer" / "train_log.jsonl")
+        steps = [e for e in log if e.get("event") == "step"]
+        if steps:
+            ax2.plot(
+                [e["step"] for e in steps],
+                [e["reward_mean"] for e in steps],
+                marker=".",
+                label=f"RLVR{tag}",
+            )
     ax1.set_xlabel("training seconds")
     ax1.set_ylabel("next-frame token cross-entropy")
-    ax1.set_title("MLE")
+    ax1.set_title("MLE (continued for RLVR's wall time)")
     ax1.legend()
-    if steps:
-        ax2.plot([e["step"] for e in steps], [e["reward_mean"] for e in steps], marker=".")
     ax2.set_xlabel("GRPO step")
-    ax2.set_ylabel("batch mean reward -(L1 + ST-LPIPS)")
+    ax2.set_ylabel("batch mean reward (the training reward)")
     ax2.set_title("RLVR")
+    ax2.legend()
     fig.tight_layout()
     out = run_dir / "curves.png"
     fig.savefig(out, dpi=100)
@@ -149,22 +234,56 @@ def write_curves(run_dir: Path) -> Path | None:
     return out
 
 
-def metrics_table(evals: Mapping[str, Mapping[str, Any]]) -> list[str]:
-    """Markdown rows: one per metric, a column per model, the ceiling and the copy baseline."""
+def metrics_table(evals: Mapping[str, Mapping[str, Any]], perceptual: str = "stlpips") -> list[str]:
+    """Markdown rows: one per metric, a column per model, the ceiling and the copy baselines
+    (the last frame's tokens, decoded; and its pixels). The best model is in bold, the
+    shuffled-actions ablation aside."""
     names = [n for n in MODELS if n in evals]
     first = evals[names[0]]
-    head = ["metric", *(LABELS[n] for n in names), "tokenizer ceiling", "copy last frame"]
+    head = ["metric", *(LABELS[n] for n in names)]
+    head += ["tokenizer ceiling", "copy last frame (tokens)", "copy last frame (pixels)"]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    ranked = [n for n in names if n != "mle_shuffled_actions"]
     for key, label, higher in METRICS:
         if key not in first:
             continue
-        values = [float(evals[n][key]) for n in names]
-        best = max(values) if higher else min(values)
-        cells = [f"**{v:.4f}**" if v == best and len(values) > 1 else f"{v:.4f}" for v in values]
-        extra = [first.get(f"recon_{key}"), first.get(f"copy_{key}")]
+        values = {n: float(evals[n][key]) for n in names}
+        pick = max if higher else min
+        best = pick(values[n] for n in ranked) if ranked else None
+        cells = [
+            f"**{v:.4f}**" if v == best and len(ranked) > 1 and n in ranked else f"{v:.4f}"
+            for n, v in values.items()
+        ]
+        extra = [first.get(f"{p}_{key}") for p in ("recon", "copy", "raw_copy")]
         cells += [f"{float(x):.4f}" if x is not None else "" for x in extra]
         arrow = "higher" if higher else "lower"
-        lines.append(f"| {label} ({arrow} is better) | " + " | ".join(cells) + " |")
+        name = label.format(perceptual=PERCEPTUAL_LABELS.get(perceptual, perceptual))
+        lines.append(f"| {name} ({arrow} is better) | " + " | ".join(cells) + " |")
+    return lines
+
+
+def headline_lines(summary: Mapping[str, Any]) -> list[str]:
+    """Markdown of ``headline`` and ``headline_terms``: means and the interval of the difference
+    (positive: RLVR better), or nothing when the run has no headline."""
+    head = summary.get("headline")
+    if not head:
+        return []
+    rows = [head, *summary.get("headline_terms", {}).values()]
+    lines = [
+        "",
+        f"## Headline: RLVR against continued MLE ({head['n']} held-out clips, seeds "
+        f"{head['seeds']})",
+        "",
+        "| metric | MLE start | continued MLE | RLVR | copy last frame | 95% CI of the gain |",
+        "|---|---|---|---|---|---|",
+    ]
+    for h in rows:
+        arrow = "higher" if h["higher_is_better"] else "lower"
+        low, high = h["ci95"]
+        lines.append(
+            f"| {h['metric']} ({arrow} is better) | {h['start']:.4f} | {h['control']:.4f} | "
+            f"{h['rlvr']:.4f} | {h['copy_last_frame']:.4f} | [{low:+.4f}, {high:+.4f}] |"
+        )
     return lines
 
 
@@ -185,19 +304,28 @@ def write_video_report(run_dir: Path, summary: Mapping[str, Any], extras: Sequen
             f"- tokenizer: held-out PSNR {tok.get('eval_psnr', float('nan')):.2f} dB, "
             f"L1 {tok.get('eval_l1', float('nan')):.4f}"
         )
-    rl = summary.get("rl", {})
-    if rl:
+    sampling = summary.get("sampling", {})
+    if "used" in sampling:
+        used, how = sampling["used"], "tuned on validation clips" if "chosen" in sampling else "set"
         lines.append(
-            f"- RLVR: {rl['seconds']:.0f} s, {rl['pushed']} groups pushed, {rl['failed']} failed, "
-            f"{rl['samples_per_s']:.2f} samples/s; continued MLE got the same "
-            f"{summary.get('baseline', {}).get('budget_s', 0.0):.0f} s"
+            f"- sampling of every evaluation: temperature {used['temperature']:g}, top-k "
+            f"{used['top_k']} ({how})"
         )
+    controls = summary.get("baseline", {}).get("by_seed", {})
+    for seed, rl in summary.get("rl", {}).get("by_seed", {}).items():
+        lines.append(
+            f"- RLVR seed {seed}: {rl['seconds']:.0f} s, {rl['pushed']} groups pushed, "
+            f"{rl['failed']} failed, {rl['samples_per_s']:.2f} samples/s, reward weights "
+            f"{rl['weights']}; continued MLE got the same "
+            f"{controls.get(seed, {}).get('budget_s', 0.0):.0f} s"
+        )
+    lines += headline_lines(summary)
     if evals:
         n = next(iter(evals.values())).get("n_clips", 0)
         multi = summary.get("model", {}).get("layout") == "multi_step"
         what = "multi-step rollouts (true actions inserted)" if multi else "next-frame prediction"
         lines += ["", f"## Held-out {what} ({n} clips, sampled)", ""]
-        lines += metrics_table(evals)
+        lines += metrics_table(evals, summary.get("perceptual", {}).get("metric", "stlpips"))
     links = [Path(os.path.relpath(Path(e).resolve(), run_dir.resolve())) for e in extras]
     lines += [""] + [f"![{link.stem}]({link.as_posix()})" for link in links]
     out = run_dir / "report.md"

@@ -26,11 +26,14 @@ from rlvr_world.apps.pipeline.runner import orchestrate_until_trainer_exits, req
 from rlvr_world.apps.pipeline.stack import start_services, trainer_spec
 from rlvr_world.apps.supervisor import Supervisor
 from rlvr_world.apps.video.config import VideoPipelineConfig
-from rlvr_world.items import PromptItem, video_item
+from rlvr_world.apps.video.evaluation import reward_weights
+from rlvr_world.items import PromptItem, video_frames, video_item
 from rlvr_world.queue.server import start_embedded
+from rlvr_world.rewards.types import Status
+from rlvr_world.rewards.video import PERCEPTUAL_METRICS
 from rlvr_world.runlog import JsonlLog
 from rlvr_world.video.data import ClipArrays
-from rlvr_world.video.layout import TokenSequence
+from rlvr_world.video.layout import LayoutVocab, TokenSequence
 from rlvr_world.video.world_model import visual_ids
 
 
@@ -70,9 +73,10 @@ def rl_items(
 
 
 def trainer_config(
-    cfg: VideoPipelineConfig, model: Path, redis_url: str, run_dir: Path
+    cfg: VideoPipelineConfig, model: Path, redis_url: str, run_dir: Path, seed: int = 0
 ) -> dict[str, Any]:
-    """The trainer's YAML (``trainer.config.TrainerConfig``), writing under ``run_dir/trainer``."""
+    """The trainer's YAML (``trainer.config.TrainerConfig``), writing under ``run_dir/trainer``,
+    torch seeded with ``seed``."""
     rl = cfg.rl
     return {
         "model": {"path": str(model), "temperature": rl.temperature},
@@ -89,6 +93,7 @@ def trainer_config(
         },
         "run": {
             "run_dir": str(run_dir / "trainer"),
+            "seed": seed,
             "total_steps": rl.steps,
             "checkpoint_every": 1,
             "keep_checkpoints": 2,
@@ -99,11 +104,12 @@ def trainer_config(
 
 
 def write_trainer_yaml(
-    cfg: VideoPipelineConfig, model: Path, redis_url: str, run_dir: Path
+    cfg: VideoPipelineConfig, model: Path, redis_url: str, run_dir: Path, seed: int = 0
 ) -> Path:
     """``trainer_config`` written to ``run_dir/trainer.yaml``; returns the path."""
     path = run_dir / "trainer.yaml"
-    path.write_text(yaml.safe_dump(trainer_config(cfg, model, redis_url, run_dir), sort_keys=False))
+    data = trainer_config(cfg, model, redis_url, run_dir, seed)
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
     return path
 
 
@@ -115,12 +121,27 @@ def rollout_max_tokens(cfg: VideoPipelineConfig, tokens_per_frame: int, action_d
     return tokens_per_frame
 
 
+#: Sampling seeds of different run seeds lie this far apart (one per request).
+SEED_STRIDE = 1_000_003
+
+
 def orchestrator_config(
-    cfg: VideoPipelineConfig, tokens_per_frame: int, vocab: Any
+    cfg: VideoPipelineConfig,
+    tokens_per_frame: int,
+    vocab: LayoutVocab,
+    *,
+    metric: str = "stlpips",
+    seed: int = 0,
+    weights: dict[str, float] | None = None,
 ) -> OrchestratorConfig:
-    """Sampling restricted to the visual ids, ``tokens_per_frame`` per generated frame."""
+    """Sampling restricted to the visual ids, ``tokens_per_frame`` per generated frame, seeded
+    by ``seed``; the reward's weights are ``weights``, else ``rl.weights`` with ``perceptual``
+    resolved to ``metric``; the perceptual backbone is ``eval.net``."""
     rl = cfg.rl
+    weights = weights if weights is not None else reward_weights(rl, metric)
+    perceptual = any(k in PERCEPTUAL_METRICS and w > 0 for k, w in weights.items())
     return OrchestratorConfig(
+        seed=seed * SEED_STRIDE,
         group_size=rl.group_size,
         max_tokens=tokens_per_frame,
         temperature=rl.temperature,
@@ -128,9 +149,49 @@ def orchestrator_config(
         max_staleness=rl.max_staleness,
         allowed_tokens=(0, len(visual_ids(vocab))),
         ignore_eos=True,
-        video_weights=dict(rl.weights),
+        video_weights=weights,
+        video_lpips_net=cfg.eval.net if perceptual else "",
+        video_repetition_penalty=rl.repetition_penalty,
         drain_s=5.0,
     )
+
+
+async def warm_up_reward(
+    address: str, orchestrator: OrchestratorConfig, frame_shape: tuple[int, ...], deadline_s: float
+) -> int:
+    """Score one frame pair with the run's reward settings until the service answers ``ok``
+    (its scoring process loads the perceptual network on the first video request, which on a
+    busy CPU can outlast the per-call deadline); returns the calls it took. ``RuntimeError``
+    after ``deadline_s`` or on any status other than ``ok`` and ``timeout``."""
+    import asyncio
+
+    import numpy as np
+
+    from rlvr_world.client import AsyncRewardClient, frames_request
+
+    frame = np.zeros(frame_shape, dtype=np.uint8)
+    request = frames_request(
+        frame,
+        frame,
+        weights=orchestrator.video_weights,
+        lpips_net=orchestrator.video_lpips_net,
+        repetition_penalty=orchestrator.video_repetition_penalty,
+    )
+    client = AsyncRewardClient(address, timeout_s=deadline_s)
+    start, calls = time.perf_counter(), 0
+    try:
+        while True:
+            calls += 1
+            result = await client.score(request)
+            if result.status == Status.OK:
+                return calls
+            if result.status != Status.TIMEOUT:
+                raise RuntimeError(f"reward warm-up: {result.status}: {result.message}")
+            if time.perf_counter() - start > deadline_s:
+                raise RuntimeError(f"reward warm-up: still timing out after {deadline_s:.0f} s")
+            await asyncio.sleep(0.5)
+    finally:
+        await client.close()
 
 
 def final_checkpoint(trainer_dir: Path) -> Path:
@@ -153,6 +214,7 @@ async def run_rl(
     items: list[PromptItem],
     max_tokens: int,
     orchestrator: OrchestratorConfig,
+    seed: int = 0,
 ) -> RlOutcome:
     """Start Redis and the services, train from ``model`` until the trainer exits (module
     docstring); the services' addresses go to ``log``."""
@@ -169,7 +231,12 @@ async def run_rl(
                 video_tokenizer=tokenizer_dir,
             )
             log.write("services", **asdict(addrs))
-            tpath = write_trainer_yaml(cfg, model, redis.url, run_dir)
+            shape = video_frames(items[0])[0].shape
+            calls = await warm_up_reward(
+                addrs.reward, orchestrator, shape[-3:], r.service_start_timeout_s
+            )
+            log.write("reward_warm", calls=calls)
+            tpath = write_trainer_yaml(cfg, model, redis.url, run_dir, seed)
             t0 = time.perf_counter()
             sup.start(trainer_spec(tpath), timeout_s=r.service_start_timeout_s)
             stats = await orchestrate_until_trainer_exits(
@@ -177,7 +244,7 @@ async def run_rl(
                 sup,
                 addrs,
                 redis,
-                requests_forever(items, cfg.data.seed),
+                requests_forever(items, seed),
                 run_dir=run_dir,
                 max_len=rl.groups_per_step * max(1, rl.max_staleness),
                 total=rl.steps * rl.groups_per_step,

@@ -1,0 +1,222 @@
+"""Held-out evaluation of the video run: which metric, which sampling, which clips, the headline.
+
+* ``perceptual_metric``: the perceptual metric of a run (``eval.perceptual``; ``auto`` is LPIPS
+  where its ImageNet backbone is on disk, ST-LPIPS otherwise) and ``reward_weights``: the
+  ``rl.weights`` with the ``perceptual`` key resolved to it;
+* ``evaluate_saved``: load a saved world model and evaluate it on clips with one sampling
+  (``rlvr_world.video.evaluate`` or ``multistep.evaluate_multistep``), writing ``eval.json``;
+* ``tune_sampling``: try each ``eval.candidates`` sampling with the MLE model on the validation
+  clips (never the test clips) and keep the one with the best reward;
+* ``shuffle_actions``: the clips with their action rows permuted among them (the ablation that
+  shows whether a model uses its actions);
+* ``headlines``: the run's headline (the paper's reward ``-(L1 + perceptual)``) and one per term
+  (L1, the perceptual distance, PSNR, SSIM, MSE), each with the paired bootstrap of RLVR minus
+  the control over the held-out clips (``rlvr_world.stats``), from the per-clip scores.
+
+What it does not do: no training and no plots; the phases of ``pipeline.VideoRun`` call it.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from rlvr_world.apps.video.config import PERCEPTUAL, SamplingChoice, VideoEval, VideoRl
+from rlvr_world.stats import build_headline
+
+if TYPE_CHECKING:
+    from rlvr_world.rewards.video import PerceptualScorer
+    from rlvr_world.video.actions import ActionQuantizer
+    from rlvr_world.video.data import ClipArrays
+    from rlvr_world.video.layout import LayoutVocab, TokenSequence
+    from rlvr_world.video.tokenizer import FrameTokenizer
+
+logger = logging.getLogger(__name__)
+
+#: (metric, higher is better) of the headline terms, after the reward itself.
+TERMS = (("l1", False), ("mse", False), ("psnr", True), ("ssim", True))
+
+
+def perceptual_metric(e: VideoEval) -> str:
+    """``lpips`` or ``stlpips``: ``eval.perceptual``, with ``auto`` resolved on this machine."""
+    if e.perceptual != "auto":
+        return e.perceptual
+    from rlvr_world.rewards.perceptual import preferred_perceptual
+
+    return preferred_perceptual(e.net)
+
+
+def reward_weights(rl: VideoRl, metric: str) -> dict[str, float]:
+    """``rl.weights`` with the ``perceptual`` key renamed to ``metric``."""
+    return {(metric if k == PERCEPTUAL else k): float(w) for k, w in rl.weights.items()}
+
+
+def shuffle_actions(clips: Sequence[ClipArrays], seed: int) -> list[ClipArrays]:
+    """The clips with their action arrays permuted among them (frames unchanged)."""
+    order = np.random.default_rng(seed).permutation(len(clips))
+    return [(frames, clips[int(j)][1]) for (frames, _), j in zip(clips, order, strict=True)]
+
+
+def evaluate_saved(
+    weights: Path,
+    *,
+    frame_tokenizer: FrameTokenizer,
+    vocab: LayoutVocab,
+    quantizer: ActionQuantizer,
+    perceptual: PerceptualScorer,
+    clips: Sequence[ClipArrays],
+    sequences: Sequence[TokenSequence],
+    sampling: SamplingChoice,
+    seed: int,
+    baselines: bool,
+    out_dir: Path,
+    segment_frames: int | None,
+    device: str,
+) -> dict[str, Any]:
+    """The held-out report (``evaluate.evaluate`` keys, ``per_clip`` included) of the model in
+    ``weights`` on ``clips``; multi-step when ``segment_frames`` is given."""
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    from rlvr_world.video.evaluate import EvalConfig, evaluate
+    from rlvr_world.video.layout import MultiStepVocab, SingleStepVocab
+    from rlvr_world.video.multistep import evaluate_multistep
+
+    model = AutoModelForCausalLM.from_pretrained(str(weights), dtype=torch.float32)
+    model.to(device)  # type: ignore[arg-type]
+    model.eval()  # type: ignore[no-untyped-call]
+    cfg = EvalConfig(
+        temperature=sampling.temperature,
+        top_k=sampling.top_k,
+        seed=seed,
+        grid_rows=0,
+        baselines=baselines,
+        perceptual=perceptual.metric,
+        net=perceptual.net,
+    )
+    if segment_frames is not None:
+        if not isinstance(vocab, MultiStepVocab):
+            raise ValueError("segment_frames: a multi-step evaluation needs a MultiStepVocab")
+        return evaluate_multistep(
+            model,
+            frame_tokenizer,
+            clips,
+            cfg,
+            vocab=vocab,
+            quantizer=quantizer,
+            segment_frames=segment_frames,
+            perceptual=perceptual,
+            out_dir=out_dir,
+            sequences=sequences,
+        )
+    if not isinstance(vocab, SingleStepVocab):
+        raise ValueError("vocab: a single-step evaluation needs a SingleStepVocab")
+    return evaluate(
+        model,
+        frame_tokenizer,
+        clips,
+        cfg,
+        vocab=vocab,
+        quantizer=quantizer,
+        perceptual=perceptual,
+        out_dir=out_dir,
+        sequences=sequences,
+    )
+
+
+def candidates_of(e: VideoEval) -> tuple[SamplingChoice, ...]:
+    """The sampling settings to try: ``eval.candidates``, or the one given sampling."""
+    return e.candidates or (SamplingChoice(temperature=e.temperature, top_k=e.top_k),)
+
+
+def best_sampling(
+    results: Sequence[tuple[SamplingChoice, Mapping[str, Any]]],
+) -> SamplingChoice:
+    """The candidate whose report has the highest ``reward`` (the first of equals)."""
+    if not results:
+        raise ValueError("results: no candidate was evaluated")
+    best = max(range(len(results)), key=lambda i: (float(results[i][1]["reward"]), -i))
+    return results[best][0]
+
+
+def write_tuning(path: Path, results: Sequence[tuple[SamplingChoice, Mapping[str, Any]]]) -> None:
+    """``validation.json``: every candidate's validation metrics and the chosen one."""
+    keep = ("reward", "l1", "psnr", "ssim", "lpips", "stlpips", "token_copy_rate")
+    rows = [
+        {**choice.model_dump(), **{k: float(r[k]) for k in keep if k in r}} for choice, r in results
+    ]
+    chosen = best_sampling(results).model_dump()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps({"candidates": rows, "chosen": chosen}, indent=2) + "\n")
+
+
+def _table(reports: Sequence[Mapping[str, Any]], key: str) -> np.ndarray:
+    return np.array([r["per_clip"][key] for r in reports], dtype=np.float64)
+
+
+def headlines(
+    start: Mapping[str, Any],
+    control: Sequence[Mapping[str, Any]],
+    rlvr: Sequence[Mapping[str, Any]],
+    *,
+    seeds: Sequence[int],
+    perceptual: str,
+    resamples: int = 10_000,
+) -> tuple[dict[str, Any], dict[str, dict[str, Any]]]:
+    """``(headline, terms)`` from the per-clip scores: ``start`` (the MLE report, with
+    baselines), one report per seed of the control and of RLVR. The headline's metric is the
+    evaluation reward ``-(L1 + perceptual)``; ``terms`` has one headline per metric in
+    ``(perceptual, *TERMS)``."""
+    if len(control) != len(seeds) or len(rlvr) != len(seeds):
+        raise ValueError(f"{len(control)} control and {len(rlvr)} RLVR reports for {len(seeds)}")
+    if "per_clip_copy" not in start:
+        raise ValueError("start: the MLE report needs the baselines (per_clip_copy)")
+
+    def one(key: str, higher: bool) -> dict[str, Any]:
+        scores = {
+            "start": _table([start], key),
+            "control": _table(control, key),
+            "rlvr": _table(rlvr, key),
+            "copy_last_frame": np.array(start["per_clip_copy"][key], dtype=np.float64),
+        }
+        return build_headline(
+            key, scores, seeds=seeds, higher_is_better=higher, resamples=resamples
+        )
+
+    head = one("reward", True)
+    head["metric"] = f"reward -(L1 + {perceptual})"
+    terms = {key: one(key, higher) for key, higher in ((perceptual, False), *TERMS)}
+    return head, terms
+
+
+def _numbers(value: object) -> bool:
+    """A number, or a list of numbers (not a bool)."""
+    items = value if isinstance(value, list) else [value]
+    return bool(items) and all(
+        isinstance(v, int | float) and not isinstance(v, bool) for v in items
+    )
+
+
+def mean_report(reports: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """The numeric means of several seeds' reports (``per_clip`` averaged per clip)."""
+    if not reports:
+        raise ValueError("reports: none")
+    out: dict[str, Any] = {}
+    for key, value in reports[0].items():
+        if _numbers(value):
+            out[key] = np.mean([np.asarray(r[key], dtype=np.float64) for r in reports], axis=0)
+            out[key] = out[key].tolist() if isinstance(value, list) else float(out[key])
+        else:
+            out[key] = value
+    if "per_clip" in reports[0]:
+        out["per_clip"] = {
+            k: np.mean([r["per_clip"][k] for r in reports], axis=0).tolist()
+            for k in reports[0]["per_clip"]
+        }
+    out["seeds"] = len(reports)
+    return out

@@ -1,0 +1,176 @@
+"""Phase 2 of the video run and what every later phase shares.
+
+``tokenizer_dir`` trains the per-frame FSQ tokenizer on the train episodes (or returns
+``tokenizer.path``); ``build_setup`` loads it and builds the frozen ``VideoSetup``: the layout
+vocabulary, the action quantizer, the train, validation and held-out clips and their token
+sequences, and the perceptual scorer of the evaluations. The held-out clips depend on the data
+alone (``data.seed``), never on ``run.seed`` or the sampling seed, so every seed of a run and
+every run of a data set is scored on the same clips.
+
+It does not train the world model and does not evaluate.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from rlvr_world.apps.video.config import VideoPipelineConfig
+from rlvr_world.apps.video.episodes import PUSHT_ACTION_RANGES, clip_pairs, spread
+from rlvr_world.apps.video.evaluation import perceptual_metric
+from rlvr_world.video.layout import LayoutVocab, MultiStepVocab, SingleStepVocab
+
+if TYPE_CHECKING:
+    from rlvr_world.rewards.video import PerceptualScorer
+    from rlvr_world.video.actions import ActionQuantizer
+    from rlvr_world.video.data import ClipArrays, Episode
+    from rlvr_world.video.layout import TokenSequence
+    from rlvr_world.video.tokenizer import FrameTokenizer
+
+
+@dataclass(frozen=True)
+class VideoSetup:
+    """What the phases after the tokenizer share, built once by ``build_setup``."""
+
+    tokenizer_dir: Path
+    frame_tokenizer: FrameTokenizer
+    vocab: LayoutVocab
+    quantizer: ActionQuantizer
+    train_clips: list[ClipArrays]
+    #: The held-out clips every model is evaluated on (``eval.clips`` of them, seeded).
+    test_clips: list[ClipArrays]
+    #: Clips of the validation episodes the sampling is tuned on (empty without them).
+    val_clips: list[ClipArrays]
+    train_sequences: list[TokenSequence]
+    test_sequences: list[TokenSequence]
+    val_sequences: list[TokenSequence]
+    #: The perceptual scorer of the evaluations (``eval.perceptual``): the same for every model.
+    perceptual: PerceptualScorer
+
+    @property
+    def tokens_per_frame(self) -> int:
+        return self.frame_tokenizer.tokens_per_frame
+
+
+def encode(
+    clips: Sequence[ClipArrays],
+    frame_tokenizer: FrameTokenizer,
+    quantizer: ActionQuantizer,
+    vocab: LayoutVocab,
+    segment_frames: int,
+) -> list[TokenSequence]:
+    """The clips' token sequences in the layout of ``vocab`` (``segment_frames``: multi-step)."""
+    if not clips:
+        return []
+    if isinstance(vocab, MultiStepVocab):
+        from rlvr_world.video.multistep import encode_multistep_clips
+
+        return encode_multistep_clips(clips, frame_tokenizer, quantizer, vocab, segment_frames)
+    from rlvr_world.video.train_mle import encode_clips
+
+    return encode_clips(clips, frame_tokenizer, quantizer, vocab)
+
+
+def tokenizer_dir(
+    cfg: VideoPipelineConfig, run_dir: Path, train: Sequence[Episode], test: Sequence[Episode]
+) -> tuple[Path, dict[str, float]]:
+    """``tokenizer.path``, or a tokenizer trained into ``run_dir/tokenizer`` (seeded by
+    ``run.seed``) and its held-out metrics."""
+    t = cfg.tokenizer
+    if t.path is not None:
+        return t.path, {}
+    from rlvr_world.video.tokenizer import TokenizerConfig
+    from rlvr_world.video.train_tokenizer import TrainSettings, train_tokenizer
+
+    out = run_dir / "tokenizer"
+    shape = TokenizerConfig(
+        image_size=cfg.data.image_size,
+        channels=t.channels,
+        downsample=t.downsample,
+        levels=t.levels,
+        input_patch=t.input_patch,
+    )
+    settings = TrainSettings(
+        steps=t.steps,
+        batch_size=t.batch_size,
+        lr=t.lr,
+        perceptual_weight=t.perceptual_weight,
+        perceptual_frames=t.perceptual_frames,
+        foreground_weight=t.foreground_weight,
+        seed=cfg.run.seed,
+    )
+    metrics = train_tokenizer(
+        np.concatenate([e.frames for e in train]),
+        shape,
+        t.steps,
+        out,
+        eval_frames=np.concatenate([e.frames for e in test]),
+        settings=settings,
+        device=cfg.run.device,
+    )
+    return out, {k: float(v) for k, v in metrics.items() if isinstance(v, int | float)}
+
+
+def run_clips(cfg: VideoPipelineConfig, episodes: Sequence[Episode], seed: int) -> list[ClipArrays]:
+    """Every window of ``model.clip_frames`` frames, or with ``model.context_range`` the
+    multi-step clips whose context frame is drawn at random (``context_clip_pairs``)."""
+    m = cfg.model
+    if m.context_range is None:
+        return clip_pairs(episodes, m.clip_frames)
+    from rlvr_world.video.multistep import context_clip_pairs
+
+    return context_clip_pairs(episodes, m.segment_frames, m.context_range, seed)
+
+
+def build_setup(
+    cfg: VideoPipelineConfig,
+    train: Sequence[Episode],
+    val: Sequence[Episode],
+    test: Sequence[Episode],
+    tokenizer: Path,
+) -> VideoSetup:
+    """The frame tokenizer in ``tokenizer``, the vocabulary and action quantizer, the clips
+    encoded into token sequences, and the evaluations' perceptual scorer."""
+    from rlvr_world.rewards.perceptual import make_perceptual
+    from rlvr_world.video.actions import ActionQuantizer
+    from rlvr_world.video.data import all_actions
+    from rlvr_world.video.multistep import multistep_vocab
+    from rlvr_world.video.tokenizer import FrameTokenizer
+
+    frame_tokenizer = FrameTokenizer.load(tokenizer, device=cfg.run.device)
+    codes = frame_tokenizer.codebook_size
+    vocab: LayoutVocab = (
+        multistep_vocab(codes, cfg.model.action_bins)
+        if cfg.model.layout == "multi_step"
+        else SingleStepVocab(visual_codes=codes, action_bins=cfg.model.action_bins)
+    )
+    if cfg.data.source == "pusht":  # the action space's own bounds, as RT-1's dataset ranges
+        quantizer = ActionQuantizer(PUSHT_ACTION_RANGES, cfg.model.action_bins)
+    else:
+        quantizer = ActionQuantizer.from_actions(all_actions(train), cfg.model.action_bins)
+    d, e = cfg.data, cfg.eval
+    train_clips = run_clips(cfg, train, d.seed)
+    test_clips = spread(run_clips(cfg, test, d.seed + 1), e.clips, d.seed)
+    val_clips = spread(run_clips(cfg, val, d.seed + 2), e.validation_clips, d.seed) if val else []
+    segments = cfg.model.segment_frames
+
+    def enc(clips: Sequence[ClipArrays]) -> list[TokenSequence]:
+        return encode(clips, frame_tokenizer, quantizer, vocab, segments)
+
+    return VideoSetup(
+        tokenizer_dir=tokenizer,
+        frame_tokenizer=frame_tokenizer,
+        vocab=vocab,
+        quantizer=quantizer,
+        train_clips=train_clips,
+        test_clips=test_clips,
+        val_clips=val_clips,
+        train_sequences=enc(train_clips),
+        test_sequences=enc(test_clips),
+        val_sequences=enc(val_clips),
+        perceptual=make_perceptual(perceptual_metric(e), e.net, device=cfg.run.device),
+    )
