@@ -236,8 +236,9 @@ def resolve_backbone_path(net: str, weights_path: str | os.PathLike[str] | None 
 
 
 def preferred_perceptual(net: str) -> str:
-    """``"lpips"`` when the LPIPS backbone of ``net`` is on this machine (``resolve_backbone_path``),
-    else ``"stlpips"`` (which ships its weights): the paper's metric where it can be had."""
+    """``"lpips"`` when the LPIPS backbone of ``net`` is on this machine
+    (``resolve_backbone_path``), else ``"stlpips"`` (which ships its weights): the paper's
+    metric where it can be had."""
     try:
         resolve_backbone_path(net)
     except LPIPSWeightsUnavailable:

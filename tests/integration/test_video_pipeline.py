@@ -11,12 +11,13 @@ from __future__ import annotations
 import json
 import math
 from pathlib import Path
+from typing import Any
 
 import pytest
 from PIL import Image
 
 from rlvr_world.apps.orchestrator.ledger import read_ledger
-from rlvr_world.apps.video.config import load_video_config
+from rlvr_world.apps.video.config import VideoPipelineConfig, load_video_config
 from rlvr_world.apps.video.pipeline import run_video_pipeline
 from rlvr_world.queue.server import REDIS_URL_ENV
 
@@ -72,6 +73,12 @@ def test_video_run_end_to_end_at_toy_size(tmp_path: Path, monkeypatch: pytest.Mo
     assert low <= head["ci_mean"] <= high
     assert set(summary["headline_terms"]) == {"stlpips", "l1", "mse", "psnr", "ssim"}
 
+    _check_files(tmp_path, cfg, summary)
+
+
+def _check_files(tmp_path: Path, cfg: VideoPipelineConfig, summary: dict[str, Any]) -> None:
+    """The report, the pictures, summary.json and each seed's per-clip evaluations."""
+    head = summary["headline"]
     report = (tmp_path / "report.md").read_text()
     assert "| reward -(L1 + ST-LPIPS) (higher is better) |" in report
     assert "![compare](compare.png)" in report and "tokenizer/recon.png" in report
