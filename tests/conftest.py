@@ -11,6 +11,8 @@ from typing import Any
 import pytest
 
 SHARED_ENV = "RLVR_SHARED_DIR"
+#: Credentials a local stack puts in this process's environment (``ensure_local_token``).
+CREDENTIAL_ENVS = ("RLVR_API_TOKEN",)
 
 
 def shared_dir() -> Path:
@@ -45,6 +47,19 @@ def _one_torch_thread() -> None:
     except ImportError:
         return
     torch.set_num_threads(1)
+
+
+@pytest.fixture(autouse=True)
+def _restore_credentials_env() -> Iterator[None]:
+    """A test that starts a local stack sets ``RLVR_API_TOKEN`` here; the next test must not
+    inherit it (monkeypatch does not record a variable that was absent)."""
+    saved = {name: os.environ.get(name) for name in CREDENTIAL_ENVS}
+    yield
+    for name, value in saved.items():
+        if value is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = value
 
 
 def _cuda_available() -> bool:
