@@ -99,8 +99,15 @@ class ServiceCommand:
         return self.settings(given_options(args, [dest for _, dest, _, _ in self.all_options]))
 
     def run(self, args: argparse.Namespace) -> int:
-        """Serve until SIGTERM/SIGINT; 0 after a clean drain."""
-        asyncio.run(self.serve(self.settings_from_args(args)))
+        """Serve until SIGTERM/SIGINT; 0 after a clean drain, 2 when the service refuses to
+        start on an insecure bind (the reason is logged)."""
+        from rlvr_world.scaffold.settings import InsecureBind
+
+        try:
+            asyncio.run(self.serve(self.settings_from_args(args)))
+        except InsecureBind as exc:
+            logging.getLogger(__name__).error("%s", exc)
+            return 2
         return 0
 
     def add_parser(self, sub: Any) -> argparse.ArgumentParser:
