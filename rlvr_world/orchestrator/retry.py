@@ -4,8 +4,9 @@
 ``retry_async`` runs a coroutine factory until it succeeds, the error is not retryable
 (``classify`` returns None), or ``attempts`` are used up; it raises ``RetriesExhausted`` naming the
 last reason. ``grpc_reason`` classifies gRPC errors: ``UNAVAILABLE``, ``DEADLINE_EXCEEDED`` and
-``CANCELLED`` (a service down, restarting, draining or overloaded) and ``FAILED_PRECONDITION`` (the rollout's weights are
-older than the staleness bound allows: wait for the reload) are retried; everything else
+``CANCELLED`` (a service down, restarting, draining or overloaded) and ``FAILED_PRECONDITION``
+(the rollout's weights are older than the staleness bound allows: wait for the reload) are
+retried; everything else
 (``INVALID_ARGUMENT``, ``INTERNAL``, ...) is not, so a bad prompt fails fast with its reason.
 No grpc import here: errors are duck-typed on ``code()``.
 """
