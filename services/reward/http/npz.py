@@ -74,8 +74,7 @@ def _member(zf: zipfile.ZipFile, name: str, budget: _Budget) -> np.ndarray | Non
             nbytes = math.prod(shape) * dtype.itemsize
             if nbytes > info.file_size:
                 raise InvalidInput(
-                    f"{name}: declares {nbytes} bytes of data but the member holds "
-                    f"{info.file_size}"
+                    f"{name}: declares {nbytes} bytes of data but the member holds {info.file_size}"
                 )
             budget.take(name, nbytes)
         with zf.open(info) as fh:
