@@ -122,6 +122,24 @@ class GrpcEndpoint:
         await self.server.stop(max(0.0, grace_s - (time.monotonic() - t0)) if idle else 0)
 
 
+class ServesGrpc:
+    """The address properties every service's ``RunningService`` shares (it has ``endpoint``)."""
+
+    endpoint: GrpcEndpoint
+
+    @property
+    def grpc_port(self) -> int:
+        return self.endpoint.port
+
+    @property
+    def grpc_server(self) -> grpc.aio.Server:
+        return self.endpoint.server
+
+    @property
+    def grpc_address(self) -> str:
+        return self.endpoint.address
+
+
 def build_grpc(
     settings: ServiceSettings,
     service_name: str,

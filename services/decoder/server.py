@@ -13,9 +13,7 @@ import logging
 from dataclasses import dataclass
 from typing import Any
 
-import grpc
-
-from rlvr_world.scaffold.grpc_server import GrpcEndpoint
+from rlvr_world.scaffold.grpc_server import GrpcEndpoint, ServesGrpc
 from rlvr_world.scaffold.metrics import GrpcMetrics
 from rlvr_world.scaffold.thread import serve_until_signal
 from services.decoder.frames import FrameDecoder
@@ -28,7 +26,7 @@ log = logging.getLogger(__name__)
 
 
 @dataclass
-class RunningService:
+class RunningService(ServesGrpc):
     settings: DecoderSettings
     decoder: TextDecoder
     endpoint: GrpcEndpoint
@@ -36,18 +34,6 @@ class RunningService:
     metrics_http: Any = None
     metrics_port: int | None = None
     frames: FrameDecoder | None = None
-
-    @property
-    def grpc_port(self) -> int:
-        return self.endpoint.port
-
-    @property
-    def grpc_server(self) -> grpc.aio.Server:
-        return self.endpoint.server
-
-    @property
-    def grpc_address(self) -> str:
-        return self.endpoint.address
 
     async def stop(self, grace_s: float | None = None) -> None:
         """Drain: refuse new work, let in-flight calls finish within the grace period, stop."""

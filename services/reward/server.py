@@ -18,12 +18,11 @@ import socket
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
-import grpc
 import uvicorn
 from fastapi import FastAPI
 
 from rlvr_world.scaffold.auth import uvicorn_ssl
-from rlvr_world.scaffold.grpc_server import GrpcEndpoint
+from rlvr_world.scaffold.grpc_server import GrpcEndpoint, ServesGrpc
 from rlvr_world.scaffold.thread import serve_until_signal
 from services.reward.engine import RewardEngine
 from services.reward.grpc_server import create_server
@@ -57,7 +56,7 @@ def bind_socket(host: str, port: int) -> socket.socket:
 
 
 @dataclass
-class RunningService:
+class RunningService(ServesGrpc):
     settings: RewardSettings
     engine: RewardEngine
     metrics: RewardMetrics
@@ -66,18 +65,6 @@ class RunningService:
     http_port: int
     http_task: asyncio.Task[None]
     app: FastAPI
-
-    @property
-    def grpc_port(self) -> int:
-        return self.endpoint.port
-
-    @property
-    def grpc_server(self) -> grpc.aio.Server:
-        return self.endpoint.server
-
-    @property
-    def grpc_address(self) -> str:
-        return self.endpoint.address
 
     @property
     def http_url(self) -> str:

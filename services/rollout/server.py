@@ -17,7 +17,7 @@ from typing import Any
 
 import grpc
 
-from rlvr_world.scaffold.grpc_server import GrpcEndpoint
+from rlvr_world.scaffold.grpc_server import GrpcEndpoint, ServesGrpc
 from rlvr_world.scaffold.metrics import GrpcMetrics
 from rlvr_world.scaffold.thread import serve_until_signal
 from services.rollout.engine import EngineError, GenerationEngine
@@ -69,7 +69,7 @@ def build_engine(settings: RolloutSettings) -> GenerationEngine:
 
 
 @dataclass
-class RunningService:
+class RunningService(ServesGrpc):
     settings: RolloutSettings
     engine: GenerationEngine
     endpoint: GrpcEndpoint
@@ -78,18 +78,6 @@ class RunningService:
     metrics: GrpcMetrics | None = None
     metrics_http: Any = None
     metrics_port: int | None = None
-
-    @property
-    def grpc_port(self) -> int:
-        return self.endpoint.port
-
-    @property
-    def grpc_server(self) -> grpc.aio.Server:
-        return self.endpoint.server
-
-    @property
-    def grpc_address(self) -> str:
-        return self.endpoint.address
 
     async def stop(self, grace_s: float | None = None) -> None:
         """Drain: refuse new work, let in-flight calls finish within the grace period, stop."""
