@@ -123,9 +123,9 @@ class _CallDetails(grpc.ClientCallDetails):  # type: ignore[misc]
         self.method = base.method
         self.timeout = base.timeout
         self.metadata = tuple(base.metadata or ()) + metadata
-        self.credentials = base.credentials
-        self.wait_for_ready = base.wait_for_ready
-        self.compression = base.compression
+        self.credentials = getattr(base, "credentials", None)
+        self.wait_for_ready = getattr(base, "wait_for_ready", None)
+        self.compression = getattr(base, "compression", None)
 
 
 class _SyncToken(
