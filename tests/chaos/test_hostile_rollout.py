@@ -226,3 +226,28 @@ def test_mtls_admits_only_clients_with_a_certificate(
         without = ssl.create_default_context(cafile=str(certs.ca))
         with pytest.raises(httpx.HTTPError):
             httpx.get(f"{svc.http_url}/healthz", verify=without, timeout=30)
+
+
+def test_client_auth_channels_carry_the_token_on_every_call(tmp_path: Path) -> None:
+    """Sync and asyncio channels from ``ClientAuth`` need no ``metadata=`` at the call site."""
+    import asyncio
+
+    build_tokenizer().save_pretrained(tmp_path / "tok")
+    settings = DecoderSettings(tokenizer=str(tmp_path / "tok"), grpc_port=0, api_token=TOKEN)
+    req = decoder_pb2.DecodeTextRequest(token_ids=[40, 41])
+    with DecoderThread(settings) as svc:
+        with ClientAuth(token=TOKEN).channel(svc.grpc_address) as channel:
+            stub = decoder_pb2_grpc.DecoderServiceStub(channel)  # type: ignore[no-untyped-call]
+            assert stub.DecodeText(req, timeout=30).text
+
+        async def async_call() -> str:
+            async with ClientAuth(token=TOKEN).aio_channel(svc.grpc_address) as channel:
+                stub = decoder_pb2_grpc.DecoderServiceStub(channel)  # type: ignore[no-untyped-call]
+                return str((await stub.DecodeText(req, timeout=30)).text)
+
+        assert asyncio.run(async_call())
+        with ClientAuth(token="wrong").channel(svc.grpc_address) as channel:
+            stub = decoder_pb2_grpc.DecoderServiceStub(channel)  # type: ignore[no-untyped-call]
+            with pytest.raises(grpc.RpcError) as err:
+                stub.DecodeText(req, timeout=30)
+            assert err.value.code() == grpc.StatusCode.UNAUTHENTICATED
