@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from tests.helpers.shared import shared_dir
+
+#: Credentials a local stack puts in this process's environment (``ensure_local_token``).
+CREDENTIAL_ENVS = ("RLVR_API_TOKEN",)
 
 
 @pytest.fixture(scope="session")
@@ -24,6 +28,19 @@ def _one_torch_thread() -> None:
     except ImportError:
         return
     torch.set_num_threads(1)
+
+
+@pytest.fixture(autouse=True)
+def _restore_credentials_env() -> Iterator[None]:
+    """A test that starts a local stack sets ``RLVR_API_TOKEN`` here; the next test must not
+    inherit it (monkeypatch does not record a variable that was absent)."""
+    saved = {name: os.environ.get(name) for name in CREDENTIAL_ENVS}
+    yield
+    for name, value in saved.items():
+        if value is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = value
 
 
 def _cuda_available() -> bool:

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -44,3 +46,45 @@ def test_server_mode_matches_in_process_then_reports_a_dead_service(
     err = capsys.readouterr().err
     assert "stopped at line 1" in err and "unavailable" in err
     assert out.read_text(encoding="utf-8") == ""
+
+
+def test_resume_continues_a_file_whose_service_died_mid_run(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The service stops after some lines; ``--resume`` against a new one finishes the file, and
+    the result is line for line the in-process one."""
+    lines = [_web(TRUTH if i % 3 else "New items:\nNone") for i in range(600)]
+    src = tmp_path / "in.jsonl"
+    src.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    out = tmp_path / "out.jsonl"
+    args = ["reward", "score", "--input", str(src), "--output", str(out), "--server"]
+    svc = ServiceThread(RewardSettings(grpc_port=0, http_port=0, workers=1)).start()
+
+    def stop_after_some_lines() -> None:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            if out.exists() and out.read_bytes().count(b"\n") >= 50:
+                break
+            time.sleep(0.005)
+        svc.stop()
+
+    stopper = threading.Thread(target=stop_after_some_lines)
+    stopper.start()
+    try:
+        assert main([*args, svc.grpc_address]) == 2
+    finally:
+        stopper.join()
+    assert "--resume" in capsys.readouterr().err
+    written = out.read_text(encoding="utf-8").count("\n")
+    assert 50 <= written < len(lines)
+    with out.open("a", encoding="utf-8") as fh:
+        fh.write('{"reward": 0.0, "sta')  # a line cut mid-write by a kill
+    with ServiceThread(RewardSettings(grpc_port=0, http_port=0, workers=1)) as again:
+        assert main([*args, again.grpc_address, "--resume"]) == 0
+    assert f"resumed after {written} lines" in capsys.readouterr().err
+    remote = [json.loads(x) for x in out.read_text(encoding="utf-8").splitlines()]
+    local = [r.to_dict() for _, r in score_lines(lines)]
+    assert [(r["reward"], r["status"]) for r in remote] == [
+        (r["reward"], r["status"]) for r in local
+    ]
+    assert main([*args, "127.0.0.1:1", "--resume"]) == 0  # finished: nothing left to score

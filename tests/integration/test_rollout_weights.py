@@ -28,8 +28,9 @@ def model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture
-def svc(model_dir: Path) -> Iterator[ServiceThread]:
-    with ServiceThread(RolloutSettings(model=str(model_dir), grpc_port=0)) as service:
+def svc(model_dir: Path, tmp_path: Path) -> Iterator[ServiceThread]:
+    settings = RolloutSettings(model=str(model_dir), grpc_port=0, weights_roots=[tmp_path])
+    with ServiceThread(settings) as service:
         yield service
 
 
@@ -150,7 +151,11 @@ def test_watcher_follows_the_trainers_published_weights(model_dir: Path, tmp_pat
     try:
         first = train_and_publish(1)  # published before the service starts: read from the key
         settings = RolloutSettings(
-            model=str(model_dir), grpc_port=0, redis_url=redis.url, watch_poll_s=0.2
+            model=str(model_dir),
+            grpc_port=0,
+            redis_url=redis.url,
+            watch_poll_s=0.2,
+            weights_roots=[tmp_path / "run"],
         )
         with ServiceThread(settings) as svc:
             channel, stub = stub_of(svc)
@@ -162,7 +167,7 @@ def test_watcher_follows_the_trainers_published_weights(model_dir: Path, tmp_pat
                 resp = generate(stub, min_version=2)
                 assert resp.policy_version == 2
                 assert_logprobs_under(load_model(second), resp)
-                # A published path that vanished: logged, the old weights stay in service.
+                # A published path outside the roots: logged, the old weights stay in service.
                 redis.client.set(cfg.queue.weights_key, '{"version": 3, "path": "/nonexistent"}')
                 redis.client.publish(cfg.queue.weights_channel, "not json")
                 time.sleep(0.6)
