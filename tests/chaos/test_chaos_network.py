@@ -23,9 +23,9 @@ from pathlib import Path
 import grpc
 import pytest
 
+from rlvr_world.apps.supervisor import GrpcHealth, ProcessSpec, Supervisor, pick_free_port
 from rlvr_world.client import RetryPolicy, RewardClient, verl_request
 from rlvr_world.scaffold.client_auth import ensure_local_token
-from rlvr_world.supervisor import GrpcHealth, ProcessSpec, Supervisor, pick_free_port
 from rlvr_world.v1 import reward_pb2_grpc
 from tests.chaos.support import REPO, TRUTH, RewardLoad, report, wait_until
 

@@ -26,19 +26,19 @@ from typing import Any
 import pytest
 import yaml
 
-from rlvr_world.orchestrator.ledger import read_ledger, summarize
-from rlvr_world.pipeline.config import load_pipeline_config
-from rlvr_world.pipeline.runner import (
+from rlvr_world.apps.orchestrator.ledger import read_ledger, summarize
+from rlvr_world.apps.pipeline.config import load_pipeline_config
+from rlvr_world.apps.pipeline.runner import (
     PipelineRun,
     orchestrate_until_trainer_exits,
     orchestrator_config,
     requests_forever,
     trainer_config,
 )
-from rlvr_world.pipeline.stack import start_services, trainer_spec
+from rlvr_world.apps.pipeline.stack import start_services, trainer_spec
+from rlvr_world.apps.supervisor import Supervisor
 from rlvr_world.queue.server import REDIS_URL_ENV, RedisHandle, start_embedded
 from rlvr_world.queue.stream import StreamNames
-from rlvr_world.supervisor import Supervisor
 from tests.chaos.support import REPO, report
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.chaos]

@@ -31,7 +31,7 @@ from services.rollout.settings import RolloutSettings
 from services.rollout.testing import ServiceThread as RolloutThread
 from services.rollout.weights import NOT_LOADABLE
 from tests.chaos.support import Certs
-from tests.integration.tiny_lm import build_tiny_lm, build_tokenizer, perturbed_checkpoint
+from tests.helpers.tiny_lm import build_tiny_lm, perturbed_checkpoint, tiny_tokenizer
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.chaos]
 TOKEN = "rollout-test-token"
@@ -178,7 +178,7 @@ def test_malformed_bytes_to_the_rollout_are_invalid_argument(svc: RolloutThread,
 def test_decoder_needs_the_token_and_refuses_malformed_bytes(
     tmp_path: Path,
 ) -> None:
-    build_tokenizer().save_pretrained(tmp_path / "tok")
+    tiny_tokenizer().save_pretrained(tmp_path / "tok")
     settings = DecoderSettings(tokenizer=str(tmp_path / "tok"), grpc_port=0, api_token=TOKEN)
     with DecoderThread(settings) as svc, grpc.insecure_channel(svc.grpc_address) as channel:
         stub = decoder_pb2_grpc.DecoderServiceStub(channel)  # type: ignore[no-untyped-call]
@@ -201,7 +201,7 @@ def test_mtls_admits_only_clients_with_a_certificate(
     for name in ("RLVR_TLS_CLIENT_CERT", "RLVR_TLS_CLIENT_KEY", "RLVR_API_TOKEN"):
         monkeypatch.delenv(name, raising=False)
     tls = {"tls_cert": certs.server_cert, "tls_key": certs.server_key, "tls_client_ca": certs.ca}
-    build_tokenizer().save_pretrained(tmp_path / "tok")
+    tiny_tokenizer().save_pretrained(tmp_path / "tok")
     mutual = ClientAuth(root_cert=certs.ca, client_cert=certs.client_cert,
                         client_key=certs.client_key)  # fmt: skip
     one_way = ClientAuth(root_cert=certs.ca)
@@ -232,7 +232,7 @@ def test_client_auth_channels_carry_the_token_on_every_call(tmp_path: Path) -> N
     """Sync and asyncio channels from ``ClientAuth`` need no ``metadata=`` at the call site."""
     import asyncio
 
-    build_tokenizer().save_pretrained(tmp_path / "tok")
+    tiny_tokenizer().save_pretrained(tmp_path / "tok")
     settings = DecoderSettings(tokenizer=str(tmp_path / "tok"), grpc_port=0, api_token=TOKEN)
     req = decoder_pb2.DecodeTextRequest(token_ids=[40, 41])
     with DecoderThread(settings) as svc:

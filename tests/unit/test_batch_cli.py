@@ -90,7 +90,7 @@ def test_help_is_instant_and_imports_no_torch() -> None:
 
 
 def test_resume_skips_the_lines_done_and_drops_a_cut_line(tmp_path: Path) -> None:
-    from rlvr_world.batch import score_file
+    from rlvr_world.apps.batch import score_file
 
     lines = [_web(TRUTH), "", _web("New items:\nNone"), "{bad", _web("x")]
     src = tmp_path / "in.jsonl"
