@@ -10,12 +10,14 @@
 # (deploy/docker/python-base.Dockerfile). Both are made once and reused.
 #
 # pip inside a build uses this host's pip set-up: the paths in RLVR_BUILD_MOUNTS that exist (pip
-# configuration, CA bundle, local wheel mirrors) are bind-mounted read-only into the RUN steps
-# only; nothing of them ends up in an image.
+# configuration files, global and root's own, the CA bundle, local wheel mirrors; PATH or
+# HOST_PATH:BUILD_PATH) are bind-mounted read-only into the RUN steps only; nothing of them ends
+# up in an image.
 #
 # torch: the images want a CPU build. RLVR_CPU_TORCH_WHEEL (default: /opt/wheels/torch-*+cpu-*.whl
 # when present) is used for the roles that need torch but not torchvision (rollout, trainer),
-# taken from the mounted mirror; TORCH_INDEX_URL is then left empty. The reward role imports
+# taken from the mounted mirror (and the decoder's optional WITH_FRAMES torch); TORCH_INDEX_URL is
+# then left empty. The reward role imports
 # torchvision (ST-LPIPS, LPIPS), which has no CPU build beside that wheel here, so it keeps the
 # pinned torch/torchvision pair from the pip index (on PyPI: the CUDA build, with its libraries).
 # Without a local CPU wheel every role takes torch from TORCH_INDEX_URL (PyTorch's CPU index).
@@ -29,7 +31,7 @@ DOCKER="$ROOT/deploy/docker"
 VERSION="${RLVR_IMAGE_VERSION:-0.1.0}"
 RLVR_BASE="${RLVR_BASE:-local}"
 DEBIAN_MIRROR="${DEBIAN_MIRROR:-http://deb.debian.org/debian}"
-RLVR_BUILD_MOUNTS="${RLVR_BUILD_MOUNTS-/etc/pip.conf /etc/xdg/pip /opt/wheels /opt/pypi /opt/pypi-more /etc/ssl/certs/ca-certificates.crt}"
+RLVR_BUILD_MOUNTS="${RLVR_BUILD_MOUNTS-/etc/pip.conf /etc/xdg/pip $HOME/.config/pip/pip.conf:/root/.config/pip/pip.conf /opt/wheels /opt/pypi /opt/pypi-more /etc/ssl/certs/ca-certificates.crt}"
 RLVR_BUILD_ONLY="${RLVR_BUILD_ONLY:-redis prometheus reward decoder rollout trainer}"
 TORCH_INDEX_URL="${TORCH_INDEX_URL-https://download.pytorch.org/whl/cpu}"
 if [[ -z ${RLVR_CPU_TORCH_WHEEL+x} ]]; then
@@ -39,9 +41,11 @@ fi
 log() { printf '[build-images] %s\n' "$*" >&2; }
 
 mounts=()
-for path in $RLVR_BUILD_MOUNTS; do
-    if [[ -e $path ]]; then
-        mounts+=(--volume "$path:$path:ro")
+for entry in $RLVR_BUILD_MOUNTS; do  # PATH (same path in the build) or HOST_PATH:BUILD_PATH
+    src="${entry%%:*}"
+    dst="${entry#*:}"
+    if [[ -e $src ]]; then
+        mounts+=(--volume "$src:$dst:ro")
     fi
 done
 
@@ -114,7 +118,7 @@ build() {
     fi
     local start end
     start=$(date +%s)
-    podman build --quiet --layers "${ignore[@]}" -f "$dockerfile" \
+    podman build --quiet --layers --format docker "${ignore[@]}" -f "$dockerfile" \
         -t "$name" "$@" "$context" >/dev/null
     end=$(date +%s)
     printf '%-36s %8s MB %5d s\n' "$name" \
@@ -139,10 +143,11 @@ reward_args() {
     fi
 }
 
+EMPTY_CONTEXT="$(mktemp -d)"
+trap 'rm -rf "$EMPTY_CONTEXT"' EXIT
+
 main() {
-    local empty start
-    empty="$(mktemp -d)"
-    trap 'rm -rf "$empty"' EXIT
+    local empty="$EMPTY_CONTEXT" start
     start=$(date +%s)
     if [[ $RLVR_BASE == local ]]; then
         make_debian_base
@@ -163,11 +168,7 @@ main() {
                 build "rlvr-world/$role:$VERSION" "$DOCKER/$role.Dockerfile" "$ROOT" "${mounts[@]}" \
                     --build-arg "PYTHON_IMAGE=$PYTHON_IMAGE" "${args[@]}"
                 ;;
-            decoder)
-                build "rlvr-world/$role:$VERSION" "$DOCKER/$role.Dockerfile" "$ROOT" "${mounts[@]}" \
-                    --build-arg "PYTHON_IMAGE=$PYTHON_IMAGE"
-                ;;
-            rollout | trainer)
+            decoder | rollout | trainer)
                 mapfile -t args < <(torch_args)
                 build "rlvr-world/$role:$VERSION" "$DOCKER/$role.Dockerfile" "$ROOT" "${mounts[@]}" \
                     --build-arg "PYTHON_IMAGE=$PYTHON_IMAGE" "${args[@]}"

@@ -8,7 +8,7 @@
 # Build arguments:
 #   PYTHON_IMAGE       base with Python 3.11 and venv (default python:3.11-slim-bookworm)
 #   WITH_FRAMES        1: also install torch for DecodeFrames (default 0)
-#   TORCH_INDEX_URL    extra index for torch (default: PyTorch's CPU builds; empty: none)
+#   TORCH_INDEX_URL    extra index for torch with WITH_FRAMES=1 (default: PyTorch's CPU builds)
 #   TORCH_REQUIREMENT  replaces pyproject.toml's torch pin (empty: keep it)
 # Stage 1 installs the role's pinned requirements (deploy/docker/requirements.py) and the project
 # into /opt/venv; stage 2 copies that environment and runs as uid 10001.
@@ -24,13 +24,14 @@ WORKDIR /src
 COPY pyproject.toml README.md ./
 COPY deploy/docker/requirements.py ./deploy/docker/
 RUN python3 deploy/docker/requirements.py decoder > /tmp/requirements.txt \
+    && index="" \
     && if [ "${WITH_FRAMES}" = 1 ]; then \
         python3 deploy/docker/requirements.py decoder-frames \
-            ${TORCH_REQUIREMENT:+--replace "torch=${TORCH_REQUIREMENT}"} >> /tmp/requirements.txt; \
+            ${TORCH_REQUIREMENT:+--replace "torch=${TORCH_REQUIREMENT}"} >> /tmp/requirements.txt \
+        && index="${TORCH_INDEX_URL}"; \
     fi \
     && python3 -m venv /opt/venv \
-    && /opt/venv/bin/pip install ${TORCH_INDEX_URL:+--extra-index-url "${TORCH_INDEX_URL}"} \
-        -r /tmp/requirements.txt
+    && /opt/venv/bin/pip install ${index:+--extra-index-url "${index}"} -r /tmp/requirements.txt
 COPY rlvr_world ./rlvr_world
 COPY services ./services
 COPY trainer ./trainer

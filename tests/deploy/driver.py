@@ -24,6 +24,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import re
 import subprocess
 import sys
 import time
@@ -268,14 +269,22 @@ def cmd_dashboard(args: argparse.Namespace) -> int:
                 }
             )
             bad += answer["status"] != "success"
+    # Every metric a panel names must be one Prometheus has scraped from some container.
+    known = set(get_json(f"{PROMETHEUS}/api/v1/label/__name__/values")["data"])
+    used = set(re.findall(r"\brlvr_[a-z_]+", " ".join(p["expr"] for p in panels)))
+    unknown = sorted(used - known)
     emit(
         {
             "panels": panels,
             "queries": len(panels),
             "errors": bad,
             "with_data": sum(1 for p in panels if p["series"]),
+            "metrics_used": len(used),
+            "metrics_never_scraped": unknown,
         }
     )
+    if unknown:
+        return fail(f"dashboard names metrics no container exports: {unknown}")
     return 0 if bad == 0 else fail(f"{bad} dashboard queries failed")
 
 
