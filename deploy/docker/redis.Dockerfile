@@ -17,6 +17,5 @@ WORKDIR /data
 EXPOSE 6379
 HEALTHCHECK --interval=5s --timeout=3s --start-period=10s --retries=10 \
     CMD ["redis-cli", "ping"]
-ENTRYPOINT ["redis-server"]
-CMD ["--bind", "0.0.0.0", "--protected-mode", "no", "--dir", "/data", \
+CMD ["redis-server", "--bind", "0.0.0.0", "--protected-mode", "no", "--dir", "/data", \
      "--appendonly", "yes", "--appendfsync", "always"]

@@ -208,33 +208,30 @@ class Stack:
             ["podman", "inspect", "--format", "{{.State.Status}} {{.State.ExitCode}}", name]
         ).stdout.strip()
 
-    def down(self) -> dict[str, list[str]]:
-        """Tear the project down (containers, network, volumes) and say what was left before the
-        last-resort clean-up (empty lists: podman-compose down removed everything)."""
+    def leftovers(self) -> dict[str, list[str]]:
+        """This project's containers, volumes and networks that still exist."""
+        label = f"label=io.podman.compose.project={self.project}"
+        ps = ["podman", "ps", "-a", "--format", "{{.Names}}", "--filter", label]
+        volumes = ["podman", "volume", "ls", "--format", "{{.Name}}", "--filter", label]
+        networks = run(["podman", "network", "ls", "--format", "{{.Name}}"], check=False)
+        return {
+            "containers": run(ps, check=False).stdout.split(),
+            "volumes": run(volumes, check=False).stdout.split(),
+            "networks": [n for n in networks.stdout.split() if n.startswith(f"{self.project}_")],
+        }
+
+    def down(self) -> tuple[dict[str, list[str]], dict[str, list[str]]]:
+        """``podman-compose down -v``, then remove what it left (1.0.3 leaves the network, and
+        the driver containers are not services); returns (left by compose, left at the end)."""
         try:
             self.compose("down", "-v", timeout_s=300)
         except StackError as exc:
             log.warning("%s", exc)
-        label = f"label=io.podman.compose.project={self.project}"
-        left = {
-            "containers": run(
-                ["podman", "ps", "-a", "--format", "{{.Names}}", "--filter", label], check=False
-            ).stdout.split(),
-            "volumes": run(
-                ["podman", "volume", "ls", "--format", "{{.Name}}", "--filter", label], check=False
-            ).stdout.split(),
-            "networks": [
-                n
-                for n in run(
-                    ["podman", "network", "ls", "--format", "{{.Name}}"], check=False
-                ).stdout.split()
-                if n.startswith(f"{self.project}_")
-            ],
-        }
+        left = self.leftovers()
         for name in left["containers"]:
             run(["podman", "rm", "-f", "-t", "0", name], check=False)
         for name in left["volumes"]:
             run(["podman", "volume", "rm", "-f", name], check=False)
         for name in left["networks"]:
             run(["podman", "network", "rm", "-f", name], check=False)
-        return left
+        return left, self.leftovers()

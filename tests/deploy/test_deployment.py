@@ -111,9 +111,15 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
         )
         yield st
     finally:
-        left = st.down()
-        report("teardown: left behind by `podman-compose down -v` (removed now)", left)
-        assert left == {"containers": [], "volumes": [], "networks": []}, left
+        by_compose, at_end = st.down()
+        report(
+            "teardown",
+            {
+                "left by podman-compose down -v (then removed)": by_compose,
+                "left at the end": at_end,
+            },
+        )
+        assert at_end == {"containers": [], "volumes": [], "networks": []}, at_end
 
 
 def reward_hosts(st: Stack) -> list[str]:

@@ -15,6 +15,7 @@ import argparse
 import importlib.util
 import json
 import re
+import shlex
 import shutil
 import subprocess
 import sys
@@ -146,13 +147,17 @@ def test_every_image_entrypoint_and_healthcheck_exist_in_the_package() -> None:
 def test_every_compose_command_and_healthcheck_exist_in_the_package() -> None:
     ours = 0
     for name, svc in compose()["services"].items():
-        command = svc.get("command") or []
+        command = (svc.get("entrypoint") or []) + (svc.get("command") or [])
         if command[:1] in (["rlvr-world"], ["python"]):
             ours += 1
             check_command(command)
             test = svc["healthcheck"]["test"]
-            assert test[0] == "CMD", name
-            check_command(test[1:])
+            if isinstance(test, str):  # CMD-SHELL form: one plain command, no shell syntax
+                assert not set(test) & set("|&;<>$`"), name
+                check_command(shlex.split(test))
+            else:
+                assert test[0] == "CMD", name
+                check_command(test[1:])
     assert ours >= 5
 
 
