@@ -4,7 +4,7 @@
 # Stage 1 installs the package; stage 2 keeps only the two binaries (linked to libc only): the
 # package's web console pulls in ~220 MB of JavaScript libraries (moment-timezone's data alone is
 # 218 MB) and is left out. Scraping, the TSDB and the HTTP API are all in the binary (the health
-# probe is a promtool query: this promtool has no `check ready`);
+# probe is a promtool query, as this promtool has no `check ready`);
 # dashboards are Grafana's. The scrape config is mounted at /etc/prometheus.
 ARG DEBIAN_IMAGE=debian:bookworm-slim
 
@@ -24,7 +24,7 @@ USER 998:998
 WORKDIR /prometheus
 EXPOSE 9090
 HEALTHCHECK --interval=10s --timeout=5s --start-period=20s --retries=5 \
-    CMD ["promtool", "query", "instant", "http://127.0.0.1:9090", "vector(1)"]
+    CMD ["promtool", "query", "instant", "http://127.0.0.1:9090", "up"]
 ENTRYPOINT ["prometheus"]
 CMD ["--config.file=/etc/prometheus/prometheus.yml", "--storage.tsdb.path=/prometheus", \
      "--web.listen-address=:9090"]

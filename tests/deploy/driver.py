@@ -38,6 +38,8 @@ WEB_REQUEST = {
     "solution_str": "New items:\nNone",
     "ground_truth": "New items:\nNone",
 }
+#: README.md: ``curl -s localhost:8000/v1/score -H 'content-type: application/json' -d '{...}'``.
+CURL_JSON = ("-H", "content-type: application/json")
 REWARD = "dns:///reward:50051"
 PROMETHEUS = "http://prometheus:9090"
 REDIS_URL = "redis://redis:6379/0"
@@ -90,7 +92,7 @@ def cmd_queries(args: argparse.Namespace) -> int:
     body = json.dumps(WEB_REQUEST)
     for host in [*hosts, "reward"]:  # the README's curl, on each replica and on the service name
         done = subprocess.run(
-            ["curl", "-s", "--max-time", "30", f"{host}:8000/v1/score", "-d", body],
+            ["curl", "-s", "--max-time", "30", f"{host}:8000/v1/score", *CURL_JSON, "-d", body],
             capture_output=True,
             text=True,
             timeout=60,

@@ -176,6 +176,16 @@ def test_every_kubernetes_container_command_exists_in_the_package() -> None:
     assert seen == 4
 
 
+def test_compose_healthchecks_survive_podman_compose_quoting() -> None:
+    """podman-compose 1.0.3 runs a list-form test as ``/bin/sh -c`` of its words joined without
+    shell quoting, so a word with a shell metacharacter (``vector(1)``) breaks the probe."""
+    for name, svc in compose()["services"].items():
+        test = svc["healthcheck"]["test"]
+        words = shlex.split(test) if isinstance(test, str) else test[1:]
+        for word in words:
+            assert not set(word) & set(" ()|&;<>$`*?[]{}'\"\\"), (name, word)
+
+
 def test_compose_reward_is_scalable_and_dependents_wait_for_health() -> None:
     services = compose()["services"]
     reward = services["reward"]
