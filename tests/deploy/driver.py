@@ -271,9 +271,18 @@ def cmd_dashboard(args: argparse.Namespace) -> int:
                 }
             )
             bad += answer["status"] != "success"
-    # Every metric a panel names must be one Prometheus has scraped from some container.
-    known = set(get_json(f"{PROMETHEUS}/api/v1/label/__name__/values")["data"])
+    # Every metric a panel names must be exported by a container: scraped already, or declared
+    # (``# TYPE``) on a live target's /metrics (a labelled counter has no sample before its
+    # first event, e.g. staleness drops).
     used = set(re.findall(r"\brlvr_[a-z_]+", " ".join(p["expr"] for p in panels)))
+    known = set(get_json(f"{PROMETHEUS}/api/v1/label/__name__/values")["data"])
+    for target in get_json(f"{PROMETHEUS}/api/v1/targets?state=active")["data"]["activeTargets"]:
+        if target["health"] == "up" and target["labels"]["job"] != "prometheus":
+            with urllib.request.urlopen(target["scrapeUrl"], timeout=10) as reply:
+                for line in reply.read().decode().splitlines():
+                    if line.startswith("# TYPE "):
+                        family = line.split()[2]
+                        known |= {family, f"{family}_total", f"{family}_bucket"}
     unknown = sorted(used - known)
     emit(
         {
