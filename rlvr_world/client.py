@@ -4,7 +4,9 @@ Addresses: ``host:port``; several, comma-separated (``h1:50051,h2:50051``), used
 fail-over to the next on ``UNAVAILABLE``; or one ``dns:///name:port`` target, which gRPC resolves to
 every address of the name and balances with its ``round_robin`` policy (docker compose
 ``--scale reward=N``, Kubernetes headless services). Calls are retried with exponential backoff
-and jitter on ``UNAVAILABLE`` and ``DEADLINE_EXCEEDED``; when every attempt fails the client raises
+and jitter on ``UNAVAILABLE``, ``DEADLINE_EXCEEDED`` and ``CANCELLED`` (a worker draining on
+SIGTERM cancels the calls still in flight; scoring is idempotent, so a retry on another replica
+is safe); when every attempt fails the client raises
 ``RewardServiceUnavailable`` naming the addresses and the last error. ``INVALID_ARGUMENT`` is not
 retried: it raises ``InvalidInput`` with the server's message (the ``*_verl`` helpers return it as a
 result with status ``invalid_input`` instead, like the in-process ``score_mapping``).
@@ -32,7 +34,11 @@ from rlvr_world.rewards.dispatch import task_of
 from rlvr_world.rewards.types import InvalidInput, RewardResult, Status, failed
 from rlvr_world.v1 import common_pb2, reward_pb2, reward_pb2_grpc
 
-RETRYABLE = (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED)
+RETRYABLE = (
+    grpc.StatusCode.UNAVAILABLE,
+    grpc.StatusCode.DEADLINE_EXCEEDED,
+    grpc.StatusCode.CANCELLED,
+)
 _STATUS = {
     common_pb2.REWARD_STATUS_OK: Status.OK,
     common_pb2.REWARD_STATUS_UNPARSEABLE: Status.UNPARSEABLE,
