@@ -69,6 +69,15 @@ FUZZ_SECONDS ?= 60
 fuzz: $(STAMP)
 	for t in rawbatch text_game web; do \
 	  $(BIN)/python -m tests.fuzz.run $$t --seconds $(FUZZ_SECONDS) || exit 1; done
+# The compose deployment for real, as root (about 25 minutes the first time on 2 cores; see
+# deploy/README.md): installs Podman and podman-compose (deploy/podman/setup.sh), builds every
+# image locally (deploy/build-images.sh), then brings the stack up, queries, scales and breaks it
+# and tears it down (tests/deploy/). Not part of `make test`, which deselects it.
+.PHONY: deploy-test
+deploy-test: $(STAMP)
+	deploy/podman/setup.sh
+	deploy/build-images.sh
+	$(BIN)/python -m pytest -m deploy -s tests/deploy
 
 protos: $(STAMP)
 	$(BIN)/python -m rlvr_world.protogen

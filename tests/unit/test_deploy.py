@@ -15,6 +15,7 @@ import argparse
 import importlib.util
 import json
 import re
+import shlex
 import shutil
 import subprocess
 import sys
@@ -29,6 +30,9 @@ ROOT = Path(__file__).resolve().parents[2]
 DEPLOY = ROOT / "deploy"
 COMPOSE = ROOT / "docker-compose.yml"
 DOCKERFILES = sorted((DEPLOY / "docker").glob("*.Dockerfile"))
+#: Images that run this package (the others: the local Python base, Redis, Prometheus).
+PACKAGE_ROLES = {"reward", "decoder", "rollout", "rollout-vllm", "trainer"}
+PACKAGE_DOCKERFILES = [p for p in DOCKERFILES if p.name.split(".")[0] in PACKAGE_ROLES]
 MANIFESTS = sorted((DEPLOY / "k8s").glob("*.yaml"))
 YAML_FILES = [
     COMPOSE,
@@ -72,14 +76,15 @@ def test_compose_schema_check_rejects_a_broken_file(tmp_path: Path) -> None:
 
 
 def test_dockerfiles_pass_hadolint() -> None:
-    assert {p.name.split(".")[0] for p in DOCKERFILES} == {
-        "reward",
-        "decoder",
-        "rollout",
-        "rollout-vllm",
-        "trainer",
+    assert {p.name.split(".")[0] for p in DOCKERFILES} == PACKAGE_ROLES | {
+        "python-base",
+        "redis",
+        "prometheus",
     }
-    done = run([tool("hadolint"), "--failure-threshold", "info", *map(str, DOCKERFILES)])
+    driver = ROOT / "tests" / "deploy" / "driver.Dockerfile"
+    done = run(
+        [tool("hadolint"), "--failure-threshold", "info", *map(str, DOCKERFILES), str(driver)]
+    )
     assert done.returncode == 0, done.stdout + done.stderr
 
 
@@ -134,7 +139,7 @@ def check_command(argv: list[str]) -> None:
 
 
 def test_every_image_entrypoint_and_healthcheck_exist_in_the_package() -> None:
-    for path in DOCKERFILES:
+    for path in PACKAGE_DOCKERFILES:
         check_command(dockerfile_exec(path, "ENTRYPOINT") + dockerfile_exec(path, "CMD"))
         check_command(dockerfile_exec(path, "HEALTHCHECK"))
 
@@ -142,18 +147,22 @@ def test_every_image_entrypoint_and_healthcheck_exist_in_the_package() -> None:
 def test_every_compose_command_and_healthcheck_exist_in_the_package() -> None:
     ours = 0
     for name, svc in compose()["services"].items():
-        command = svc.get("command") or []
+        command = (svc.get("entrypoint") or []) + (svc.get("command") or [])
         if command[:1] in (["rlvr-world"], ["python"]):
             ours += 1
             check_command(command)
             test = svc["healthcheck"]["test"]
-            assert test[0] == "CMD", name
-            check_command(test[1:])
+            if isinstance(test, str):  # CMD-SHELL form: one plain command, no shell syntax
+                assert not set(test) & set("|&;<>$`"), name
+                check_command(shlex.split(test))
+            else:
+                assert test[0] == "CMD", name
+                check_command(test[1:])
     assert ours >= 5
 
 
 def test_every_kubernetes_container_command_exists_in_the_package() -> None:
-    images = {p.name.split(".")[0]: p for p in DOCKERFILES}
+    images = {p.name.split(".")[0]: p for p in PACKAGE_DOCKERFILES}
     seen = 0
     for path in MANIFESTS:
         for doc in yaml.safe_load_all(path.read_text()):
@@ -165,6 +174,16 @@ def test_every_kubernetes_container_command_exists_in_the_package() -> None:
                     check_command(entry + container["args"])
                     seen += 1
     assert seen == 4
+
+
+def test_compose_healthchecks_survive_podman_compose_quoting() -> None:
+    """podman-compose 1.0.3 runs a list-form test as ``/bin/sh -c`` of its words joined without
+    shell quoting, so a word with a shell metacharacter (``vector(1)``) breaks the probe."""
+    for name, svc in compose()["services"].items():
+        test = svc["healthcheck"]["test"]
+        words = shlex.split(test) if isinstance(test, str) else test[1:]
+        for word in words:
+            assert not set(word) & set(" ()|&;<>$`*?[]{}'\"\\"), (name, word)
 
 
 def test_compose_reward_is_scalable_and_dependents_wait_for_health() -> None:
