@@ -23,6 +23,7 @@ import torch
 from prometheus_client import CollectorRegistry, start_http_server
 from tqdm import tqdm  # type: ignore[import-untyped]
 
+from rlvr_world.grpo.diagnostics import group_diagnostics
 from rlvr_world.grpo.groups import prepare_groups
 from rlvr_world.queue.schema import ScoredGroup
 from rlvr_world.queue.server import RedisHandle, connect
@@ -98,7 +99,7 @@ class Trainer:
         if mcfg.lora.enabled:
             self.policy: torch.nn.Module = wrap_lora(base, mcfg, ckpt)
         else:
-            if self.cfg.grpo.kl_coef > 0:
+            if self.cfg.grpo.kl_coef > 0 or self.cfg.grpo.log_ref_kl:
                 self.ref_model = frozen_copy(base).to(self.device)
             self.policy = load_base(mcfg, weights=ckpt) if ckpt is not None else base
         self.policy.to(self.device)
@@ -109,7 +110,7 @@ class Trainer:
         )
 
     def _ref_logits(self) -> RefLogits | None:
-        if self.cfg.grpo.kl_coef <= 0:
+        if self.cfg.grpo.kl_coef <= 0 and not self.cfg.grpo.log_ref_kl:
             return None
         temperature = self.cfg.model.temperature
         if self.ref_model is not None:
@@ -179,7 +180,9 @@ class Trainer:
             epsilon=g.epsilon,
             norm_adv_by_std=g.norm_adv_by_std,
             unparseable_reward=g.unparseable_reward,
+            truncated_reward=g.truncated_reward,
         )
+        diagnostics = group_diagnostics(groups, self.state.step)
         for group in groups:
             self.seen.add(group.group_id)
             if group.group_id in prepared.dropped:
@@ -197,10 +200,12 @@ class Trainer:
         self.state.step += 1
         trained = prepared.group_ids
         self.state.trained_groups += len(trained)
-        self._record(stats, trained)
+        kept = len(groups) - len(prepared.dropped)
+        diagnostics["zero_spread_share"] = prepared.zero_spread / kept if kept else 0.0
+        self._record(stats, trained, diagnostics)
         return stats
 
-    def _record(self, stats: StepStats, trained: list[str]) -> None:
+    def _record(self, stats: StepStats, trained: list[str], diagnostics: dict[str, float]) -> None:
         m = self.metrics
         m.steps.inc()
         m.groups.inc(len(trained))
@@ -209,6 +214,8 @@ class Trainer:
         m.kl.set(stats.kl)
         m.reward.set(stats.reward_mean)
         m.clipfrac.set(stats.clipfrac)
+        m.entropy.set(stats.entropy)
+        m.zero_spread.set(diagnostics["zero_spread_share"])
         m.version.set(self.state.step)
         m.tokens_per_s.set(stats.tokens / max(stats.seconds, 1e-9))
         if stats.skipped:
@@ -223,7 +230,8 @@ class Trainer:
             group_ids=trained,
             queue_depth=self.consumer.depth(),
             stale_waiting=stale,
-            **{k: v for k, v in vars(stats).items()},
+            **vars(stats),
+            **diagnostics,
         )
 
     def checkpoint(self) -> Path:
