@@ -26,7 +26,7 @@ import pytest
 import torch
 from prometheus_client import CollectorRegistry
 
-from rlvr_world.pipeline.tiny_model import TinyLMConfig, build_tiny_lm
+from rlvr_world.tiny_model import TinyLMConfig, build_tiny_lm
 from rlvr_world.queue.schema import ScoredGroup, ScoredSample
 from rlvr_world.queue.stream import Producer, QueueMetrics, StreamNames
 from services.rollout.engine import SamplingParams
