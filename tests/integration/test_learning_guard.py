@@ -26,9 +26,9 @@ import pytest
 import torch
 from prometheus_client import CollectorRegistry
 
-from rlvr_world.tiny_model import TinyLMConfig, build_tiny_lm
 from rlvr_world.queue.schema import ScoredGroup, ScoredSample
 from rlvr_world.queue.stream import Producer, QueueMetrics, StreamNames
+from rlvr_world.tiny_model import TinyLMConfig, build_tiny_lm
 from services.rollout.engine import SamplingParams
 from services.rollout.transformers_engine import TransformersEngine
 from trainer.config import TrainerConfig
