@@ -202,6 +202,7 @@ class Trainer:
         self.state.trained_groups += len(trained)
         kept = len(groups) - len(prepared.dropped)
         diagnostics["zero_spread_share"] = prepared.zero_spread / kept if kept else 0.0
+        diagnostics["samples_trained"] = float(len(prepared.samples))
         self._record(stats, trained, diagnostics)
         return stats
 

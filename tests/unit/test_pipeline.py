@@ -85,11 +85,72 @@ def test_config_rejects_unknown_fields_and_bad_bounds(tmp_path: Path) -> None:
 
 
 def test_overrides_and_generated_trainer_config_validate(tmp_path: Path) -> None:
-    from rlvr_world.apps.pipeline.runner import trainer_config
+    from rlvr_world.apps.grpo import trainer_config
     from trainer.config import TrainerConfig
 
-    cfg = load_pipeline_config(CONFIGS[0], {"rl.steps": 7})
-    assert cfg.rl.steps == 7
-    data = trainer_config(cfg, tmp_path / "model", "redis://x", tmp_path / "trainer")
+    cfg = load_pipeline_config(CONFIGS[0], {"rl.steps": 7, "run.seed": 3})
+    assert cfg.rl.steps == 7 and cfg.run.seed == 3
+    data = trainer_config(
+        cfg.rl,
+        model=tmp_path / "model",
+        redis_url="redis://x",
+        trainer_dir=tmp_path / "trainer",
+        device="cpu",
+        idle_timeout_s=60.0,
+        seed=cfg.run.seed,
+    )
     tcfg = TrainerConfig.model_validate(data)
     assert tcfg.run.total_steps == 7 and tcfg.queue.max_staleness == cfg.rl.max_staleness
+    assert tcfg.run.seed == 3
+    assert tcfg.grpo.truncated_reward == cfg.rl.truncated_reward == 0.0
+    assert tcfg.grpo.unparseable_reward == cfg.rl.unparseable_reward
+
+
+def test_run_seed_reseeds_the_split_and_the_draw() -> None:
+    from rlvr_world.apps.pipeline.config import DataConfig
+    from rlvr_world.apps.pipeline.data import build_items
+
+    data = DataConfig(max_train=50, max_test=20)
+    train0, test0 = build_items(data, seed=0)
+    again0 = build_items(data, seed=0)
+    _, test1 = build_items(data, seed=1)
+    assert (train0, test0) == again0
+    assert [i.prompt_id for i in test0] != [i.prompt_id for i in test1]
+    assert {i.prompt_id for i in train0}.isdisjoint({i.prompt_id for i in test0})
+
+
+def test_bare_prompt_drops_only_the_instruction() -> None:
+    from rlvr_world.apps.pipeline.config import DataConfig
+    from rlvr_world.apps.pipeline.data import build_items
+    from rlvr_world.tasks.text_game.prompts import COMPACT_INSTRUCTION
+
+    compact, _ = build_items(DataConfig(max_train=5, max_test=1), seed=0)
+    bare, _ = build_items(DataConfig(max_train=5, max_test=1, prompt="bare"), seed=0)
+    for c, b in zip(compact, bare, strict=True):
+        assert c.prompt == COMPACT_INSTRUCTION + b.prompt
+        assert (c.target, c.ground_truth, c.extra_info) == (b.target, b.ground_truth, b.extra_info)
+
+
+def test_rl_section_is_shared_and_bounds_the_queue() -> None:
+    from rlvr_world.apps.grpo import RlSection
+    from rlvr_world.apps.pipeline.config import TextRl
+    from rlvr_world.apps.video.config import VideoRl
+
+    assert issubclass(TextRl, RlSection) and issubclass(VideoRl, RlSection)
+    rl = TextRl(groups_per_step=3, max_staleness=2)
+    assert rl.stream_bound == 6 and TextRl(queue_bound=11).stream_bound == 11
+    with pytest.raises(ValueError, match="max_staleness"):
+        VideoRl(max_staleness=5000)
+
+
+def test_control_budget_matches_grpo(tmp_path: Path) -> None:
+    from rlvr_world.apps.pipeline.runner import PipelineRun
+
+    cfg = load_pipeline_config(CONFIGS[0], {"run.run_dir": str(tmp_path / "a")})
+    run = PipelineRun(cfg)
+    samples = run.control_budget(trained_sequences=641)
+    assert samples["max_steps"] == -(-641 // cfg.sft.batch_size)
+    over = {"control.budget": "wall_time", "run.run_dir": str(tmp_path / "b")}
+    timed = PipelineRun(load_pipeline_config(CONFIGS[0], over))
+    timed.summary["grpo_s"] = 123.0
+    assert timed.control_budget(0)["max_seconds"] == 123.0

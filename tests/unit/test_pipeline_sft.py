@@ -55,3 +55,16 @@ def test_sft_lowers_the_target_loss_and_saves_a_loadable_checkpoint(
     assert (tmp_path / "sft" / "model.safetensors").exists()
     AutoModelForCausalLM.from_pretrained(tmp_path / "sft")
     assert AutoTokenizer.from_pretrained(tmp_path / "sft").eos_token_id == EOS_ID
+
+
+def test_sft_stops_at_its_step_budget(
+    tiny: tuple[Path, list[tuple[str, str]]], tmp_path: Path
+) -> None:
+    """The MLE control continues SFT for GRPO's budget: max_steps ends mid-epoch, the checkpoint
+    is still written, and the loss of a partial epoch is the mean of its steps."""
+    model_dir, pairs = tiny
+    cfg = SftConfig(epochs=1000, batch_size=2, max_steps=5, warmup_steps=0)
+    result = run_sft(model_dir, pairs, tmp_path / "budget", cfg)
+    assert result.steps == 5
+    assert len(result.losses) == 2  # 3 steps per epoch of 6 examples: one full epoch, then 2 steps
+    assert (tmp_path / "budget" / "model.safetensors").exists()
