@@ -1,7 +1,8 @@
 """The GRPO trainer loop: pull scored groups, train, checkpoint, ack, publish weights.
 
-At-least-once: entries read since the last checkpoint (trained, stale, duplicate or too-few-valid)
-are acknowledged only after the checkpoint that covers them is on disk; a restart with
+At-least-once: entries read since the last checkpoint (trained or too-few-valid) are acknowledged
+only after the checkpoint that covers them is on disk; stale and duplicate entries, which are never
+trained, are acknowledged as soon as they are read (their drop is final); a restart with
 ``--resume`` reloads that checkpoint, re-reads this consumer's pending entries, and skips group
 ids it has already trained (the checkpointed seen-set). Malformed entries are dead-lettered by
 the queue. After each checkpoint, ``(version, path)`` is stored under ``queue.weights_key`` and
@@ -167,10 +168,16 @@ class Trainer:
                 if entry.entry_id in inflight:
                     continue
                 inflight.add(entry.entry_id)
-                self.inflight.append(entry.entry_id)
                 if self._accept(entry.group, batch_ids):
+                    self.inflight.append(entry.entry_id)
                     groups.append(entry.group)
                     batch_ids.add(entry.group.group_id)
+                else:
+                    # A stale or duplicate group is never trained, whatever happens next, so its
+                    # entry is acked now: waiting for the next checkpoint would keep it in the
+                    # bounded stream, and a stream full of such entries blocks the producers
+                    # while the trainer waits for fresh groups.
+                    self.consumer.ack([entry.entry_id])
         return groups
 
     def step(self, groups: list[ScoredGroup]) -> StepStats | None:

@@ -3,10 +3,11 @@ trainer's YAML, the orchestrator's settings and the one orchestration call.
 
 ``RlSection`` holds the fields every run has; a run type subclasses it for its own fields and
 defaults (``TextRl`` in ``apps.pipeline.config``, ``VideoRl`` in ``apps.video.config``). The queue
-bound (how many scored groups may wait in the stream) defaults to ``groups_per_step *
-max_staleness``: with the rollout's staleness gate this keeps generation at most ``max_staleness``
-versions ahead of training. ``run_grpo`` feeds items through the running services into the stream
-until the supervised trainer process exits.
+bound (how many scored groups the stream holds, waiting or read but not yet acknowledged)
+defaults to ``groups_per_step * (max_staleness + 1)``: the batch being trained plus
+``max_staleness`` steps of groups ahead of it, which with the rollout's staleness gate keeps
+generation from running further ahead than training can use. ``run_grpo`` feeds items through
+the running services into the stream until the supervised trainer process exits.
 
 Does not start services or the trainer (``apps.pipeline.stack`` does) and does not evaluate.
 """
@@ -61,8 +62,8 @@ class RlSection(BaseModel):
         default=None,
         ge=1,
         le=1_000_000,
-        description="most scored groups waiting in the stream; unset: groups_per_step * "
-        "max_staleness",
+        description="most scored groups in the stream (waiting or in training); unset: "
+        "groups_per_step * (max_staleness + 1)",
     )
     drain_s: float = Field(
         default=5.0,
@@ -86,7 +87,7 @@ class RlSection(BaseModel):
     @property
     def stream_bound(self) -> int:
         """The stream's length bound (``queue_bound`` or its default)."""
-        return self.queue_bound or self.groups_per_step * self.max_staleness
+        return self.queue_bound or self.groups_per_step * (self.max_staleness + 1)
 
     @property
     def total_groups(self) -> int:

@@ -138,7 +138,7 @@ def test_rl_section_is_shared_and_bounds_the_queue() -> None:
 
     assert issubclass(TextRl, RlSection) and issubclass(VideoRl, RlSection)
     rl = TextRl(groups_per_step=3, max_staleness=2)
-    assert rl.stream_bound == 6 and TextRl(queue_bound=11).stream_bound == 11
+    assert rl.stream_bound == 9 and TextRl(queue_bound=11).stream_bound == 11
     with pytest.raises(ValueError, match="max_staleness"):
         VideoRl(max_staleness=5000)
 
@@ -154,3 +154,78 @@ def test_control_budget_matches_grpo(tmp_path: Path) -> None:
     timed = PipelineRun(load_pipeline_config(CONFIGS[0], over))
     timed.summary["grpo_s"] = 123.0
     assert timed.control_budget(0)["max_seconds"] == 123.0
+
+
+def _shared_text_game() -> Path:
+    import os
+
+    root = os.environ.get("RLVR_SHARED_DIR")
+    if not root:
+        pytest.skip("RLVR_SHARED_DIR is not set: the GPT-simulator data is unavailable")
+    return Path(root) / "data" / "text_game"
+
+
+def test_real_data_trains_on_the_crawl_minus_the_test_split_and_draws_a_stratified_test() -> None:
+    from rlvr_world.apps.pipeline.config import DataConfig
+    from rlvr_world.apps.pipeline.data import build_items_with_stats
+    from rlvr_world.tasks.text_game import load_test_keys
+
+    data = _shared_text_game()
+    games = ["bird-life-cycle", "scale-weigh", "volume-stone"]
+    cfg = DataConfig(
+        crawl_dir=data / "crawl",
+        test_records=data / "test.jsonl",
+        games=games,
+        prompt="bare",
+        max_per_game=40,
+        max_prompt_chars=1400,
+        max_train=1000,
+        max_test=60,
+    )
+    train, test, stats = build_items_with_stats(cfg, seed=0)
+    test_keys = {f"{g}-{s}" for g, s in load_test_keys(data / "test.jsonl")}
+    assert train and all(i.prompt_id.removeprefix("train-") not in test_keys for i in train)
+    assert all(i.prompt_id.removeprefix("test-") in test_keys for i in test)
+    assert {i.prompt_id.split("-", 1)[1].rsplit("-", 1)[0] for i in train} <= set(games)
+    assert all(len(i.prompt) <= 1400 for i in train + test)
+    assert stats.too_long > 0  # scale-weigh's bare prompts are ~1,450 characters
+    # the held-out draw keeps the changed share of what was available (within one item)
+    share = sum(1 for i in test if i.changed) / len(test)
+    assert len(test) == 60 and 0.0 < share < 1.0
+    assert build_items_with_stats(cfg, seed=0)[:2] == (train, test)
+
+
+def test_paper_prompt_comes_from_the_rules_folder() -> None:
+    from rlvr_world.apps.pipeline.config import DataConfig
+    from rlvr_world.apps.pipeline.data import build_items
+    from rlvr_world.tasks.text_game import (
+        build_paper_prompt,
+        load_examples,
+        load_rules,
+        load_transitions,
+    )
+
+    data = _shared_text_game()
+    cfg = DataConfig(
+        records=data / "test_sample_300.jsonl",
+        prompt="paper",
+        rules_dir=data,
+        max_train=3,
+        max_test=2,
+    )
+    train, _ = build_items(cfg, seed=0)
+    by_id = {f"train-{t.game}-{t.state_id}": t for t in load_transitions(cfg.records)}
+    rules, examples = load_rules(data), load_examples(data)
+    for item in train:
+        assert item.prompt == build_paper_prompt(by_id[item.prompt_id], rules, examples)
+
+
+def test_data_config_refuses_mixed_or_incomplete_sources(tmp_path: Path) -> None:
+    from rlvr_world.apps.pipeline.config import DataConfig
+
+    with pytest.raises(ValueError, match="records or crawl_dir"):
+        DataConfig(records=tmp_path, crawl_dir=tmp_path, test_records=tmp_path)
+    with pytest.raises(ValueError, match="go together"):
+        DataConfig(crawl_dir=tmp_path)
+    with pytest.raises(ValueError, match="rules_dir"):
+        DataConfig(prompt="paper")

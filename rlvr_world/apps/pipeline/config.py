@@ -37,16 +37,60 @@ class DataConfig(_Section):
 
     kitchen: KitchenData = Field(default_factory=KitchenData, description="synthetic game")
     records: Path | None = Field(
-        default=None, description="GPT-simulator records file (JSON Lines, .gz ok); unset: kitchen"
+        default=None,
+        description="GPT-simulator records file (JSON Lines, .gz ok), split by hash; unset "
+        "(and no crawl_dir): the kitchen game",
     )
-    prompt: Literal["compact", "bare"] = Field(
+    crawl_dir: Path | None = Field(
+        default=None,
+        description="GPT-simulator crawl folder (<game>.jsonl.gz): train on every transition "
+        "not in test_records, evaluate on test_records (the official test split)",
+    )
+    test_records: Path | None = Field(
+        default=None, description="the official test records (test.jsonl); with crawl_dir"
+    )
+    games: list[str] | None = Field(
+        default=None, description="only these games (crawl and test); unset: every game"
+    )
+    max_per_game: int | None = Field(
+        default=None, ge=1, le=10_000_000, description="crawl transitions sampled per game"
+    )
+    max_prompt_chars: int | None = Field(
+        default=None,
+        ge=100,
+        le=10_000_000,
+        description="leave out transitions whose prompt is longer (a CPU context budget); "
+        "counted in the run log",
+    )
+    prompt: Literal["compact", "bare", "paper"] = Field(
         default="compact",
         description="compact: instruction + state + action; bare: the same without the "
-        "instruction paragraph (a from-scratch model cannot read it; ~120 tokens shorter)",
+        "instruction paragraph (a from-scratch model cannot read it; ~120 tokens shorter); "
+        "paper: the paper's prompt with the game's rules and in-context examples (rules_dir)",
+    )
+    rules_dir: Path | None = Field(
+        default=None,
+        description="GPT-simulator data folder with rules/*.json and examples.json (paper prompt)",
     )
     test_fraction: float = Field(default=0.2, gt=0.0, lt=1.0, description="held-out share")
     max_train: int = Field(default=600, ge=1, le=10_000_000, description="most train prompts")
-    max_test: int = Field(default=30, ge=1, le=1_000_000, description="most held-out prompts")
+    max_test: int = Field(
+        default=30,
+        ge=1,
+        le=1_000_000,
+        description="most held-out prompts: a seeded draw that keeps the changed/unchanged "
+        "shares of the whole held-out split",
+    )
+
+    @model_validator(mode="after")
+    def _one_source(self) -> DataConfig:
+        if self.records is not None and self.crawl_dir is not None:
+            raise ValueError("data: set records or crawl_dir, not both")
+        if (self.crawl_dir is None) != (self.test_records is None):
+            raise ValueError("data: crawl_dir and test_records go together")
+        if self.prompt == "paper" and self.rules_dir is None:
+            raise ValueError("data.prompt: paper needs data.rules_dir (rules/ and examples.json)")
+        return self
 
 
 class ModelSection(_Section):

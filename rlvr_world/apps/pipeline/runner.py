@@ -37,7 +37,7 @@ from rlvr_world.apps.grpo import latest_version, orchestrator_config, run_grpo, 
 from rlvr_world.apps.orchestrator.clients import ServiceClients
 from rlvr_world.apps.orchestrator.worker import RunStats
 from rlvr_world.apps.pipeline.config import PipelineConfig
-from rlvr_world.apps.pipeline.data import build_items
+from rlvr_world.apps.pipeline.data import build_items_with_stats
 from rlvr_world.apps.pipeline.evaluate import Answer, EvalReport, evaluate
 from rlvr_world.apps.pipeline.report import plot_curve, train_steps, write_report
 from rlvr_world.apps.pipeline.results import reward_trend, text_headline
@@ -69,10 +69,17 @@ class PipelineRun:
 
     def prepare(self) -> tuple[list[PromptItem], list[PromptItem], Path]:
         """Items, the model directory (tiny built here), and SFT when configured."""
-        train, test = build_items(self.cfg.data, self.seed)
+        train, test, stats = build_items_with_stats(self.cfg.data, self.seed)
         save_items(train, self.run_dir / "data" / "train.jsonl")
         save_items(test, self.run_dir / "data" / "test.jsonl")
-        self.log.write("data", train=len(train), test=len(test))
+        changed = sum(1 for i in test if i.changed)
+        self.summary["data"] = {
+            "train": len(train),
+            "test": len(test),
+            "test_changed": changed,
+            **asdict(stats),
+        }
+        self.log.write("data", **self.summary["data"])
         model = self._base_model(train + test)
         if self.cfg.sft.enabled:
             model = self._sft(model, train, self.run_dir / "model" / "sft")
@@ -265,9 +272,9 @@ class PipelineRun:
         c = self.cfg.control
         lr = c.lr if c.lr is not None else self.cfg.sft.lr
         if c.budget == "wall_time":
-            return {"epochs": 1_000_000, "max_seconds": self.summary["grpo_s"], "lr": lr}
+            return {"epochs": 10_000, "max_seconds": self.summary["grpo_s"], "lr": lr}
         steps = max(1, math.ceil(trained_sequences / self.cfg.sft.batch_size))
-        return {"epochs": 1_000_000, "max_steps": steps, "lr": lr}
+        return {"epochs": 10_000, "max_steps": steps, "lr": lr}
 
     async def _control_phase(
         self,
