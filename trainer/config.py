@@ -106,6 +106,11 @@ class GrpoConfig(_Section):
         description="reward a sample cut at max_tokens trains with (DAPO's overlong punishment: "
         "an answer that never stops earns nothing); null keeps its scored reward",
     )
+    skip_zero_spread: bool = Field(
+        default=False,
+        description="drop groups whose training rewards are all equal when they are read and "
+        "keep reading until the step is full (DAPO's dynamic sampling)",
+    )
     log_ref_kl: bool = Field(
         default=True,
         description="measure the KL to the reference at every step even when kl_coef is 0 "

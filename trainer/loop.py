@@ -1,8 +1,10 @@
 """The GRPO trainer loop: pull scored groups, train, checkpoint, ack, publish weights.
 
 At-least-once: entries read since the last checkpoint (trained or too-few-valid) are acknowledged
-only after the checkpoint that covers them is on disk; stale and duplicate entries, which are never
-trained, are acknowledged as soon as they are read (their drop is final); a restart with
+only after the checkpoint that covers them is on disk; stale and duplicate entries, and with
+``grpo.skip_zero_spread`` groups whose rewards are all equal (DAPO's dynamic sampling: a step is
+filled with groups that carry a gradient), are never trained and are acknowledged as soon as they
+are read (their drop is final); a restart with
 ``--resume`` reloads that checkpoint, re-reads this consumer's pending entries, and skips group
 ids it has already trained (the checkpointed seen-set). Malformed entries are dead-lettered by
 the queue. After each checkpoint, ``(version, path)`` is stored under ``queue.weights_key`` and
@@ -25,7 +27,7 @@ from prometheus_client import CollectorRegistry, start_http_server
 from tqdm import tqdm  # type: ignore[import-untyped]
 
 from rlvr_world.grpo.diagnostics import group_diagnostics
-from rlvr_world.grpo.groups import prepare_groups
+from rlvr_world.grpo.groups import prepare_groups, zero_spread
 from rlvr_world.queue.schema import ScoredGroup
 from rlvr_world.queue.server import RedisHandle, connect
 from rlvr_world.queue.stream import Consumer, QueueMetrics, StreamNames, count_stale
@@ -88,6 +90,12 @@ class Trainer:
             load_optimizer(ckpt, self.optimizer)
             self.consumer.ack(self.state.acked_ids)  # in case the last run died before acking
         self.seen = set(self.state.seen_group_ids)
+        g = cfg.grpo
+        self._reward_rules = {
+            "unparseable_reward": g.unparseable_reward,
+            "truncated_reward": g.truncated_reward,
+        }
+        self._skipped_zero_spread = 0  # zero-spread groups dropped since the last step
         self.inflight: list[str] = []
         self.last_ckpt_step = self.state.step
         self.log.write("start", step=self.state.step, resumed_from=str(ckpt) if ckpt else None)
@@ -145,6 +153,11 @@ class Trainer:
             self.seen.add(gid)
             self._drop(group, "stale")
             return False
+        if self.cfg.grpo.skip_zero_spread and zero_spread(group, **self._reward_rules):
+            self.seen.add(gid)
+            self._drop(group, "zero_spread")
+            self._skipped_zero_spread += 1
+            return False
         return True
 
     def collect(self) -> list[ScoredGroup] | None:
@@ -173,10 +186,10 @@ class Trainer:
                     groups.append(entry.group)
                     batch_ids.add(entry.group.group_id)
                 else:
-                    # A stale or duplicate group is never trained, whatever happens next, so its
-                    # entry is acked now: waiting for the next checkpoint would keep it in the
-                    # bounded stream, and a stream full of such entries blocks the producers
-                    # while the trainer waits for fresh groups.
+                    # A stale, duplicate or (with skip_zero_spread) zero-spread group is never
+                    # trained, whatever happens next, so its entry is acked now: waiting for the
+                    # next checkpoint would keep it in the bounded stream, and a stream full of
+                    # such entries blocks the producers while the trainer waits for fresh groups.
                     self.consumer.ack([entry.entry_id])
         return groups
 
@@ -208,7 +221,10 @@ class Trainer:
         trained = prepared.group_ids
         self.state.trained_groups += len(trained)
         kept = len(groups) - len(prepared.dropped)
-        diagnostics["zero_spread_share"] = prepared.zero_spread / kept if kept else 0.0
+        skipped, self._skipped_zero_spread = self._skipped_zero_spread, 0
+        flat, seen = prepared.zero_spread + skipped, kept + skipped
+        diagnostics["zero_spread_share"] = flat / seen if seen else 0.0
+        diagnostics["zero_spread_skipped"] = float(skipped)
         diagnostics["samples_trained"] = float(len(prepared.samples))
         self._record(stats, trained, diagnostics)
         return stats

@@ -84,6 +84,12 @@ class RlSection(BaseModel):
         description="reward a sample cut at max_tokens trains with (null: its scored reward)",
     )
 
+    skip_zero_spread: bool = Field(
+        default=False,
+        description="the trainer drops groups whose rewards are all equal and fills each step "
+        "with groups that carry a gradient (DAPO's dynamic sampling; costs more generation)",
+    )
+
     @property
     def stream_bound(self) -> int:
         """The stream's length bound (``queue_bound`` or its default)."""
@@ -113,6 +119,7 @@ def trainer_config(
             "kl_coef": rl.kl_coef,
             "unparseable_reward": rl.unparseable_reward,
             "truncated_reward": rl.truncated_reward,
+            "skip_zero_spread": rl.skip_zero_spread,
         },
         "batch": {"groups_per_step": rl.groups_per_step, "micro_batch_size": rl.micro_batch_size},
         "queue": {

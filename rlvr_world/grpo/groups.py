@@ -85,6 +85,22 @@ def _mask(sample: ScoredSample) -> tuple[int, ...] | None:
     return tuple(sample.loss_mask) if sample.loss_mask is not None else None
 
 
+def zero_spread(
+    group: ScoredGroup,
+    *,
+    unparseable_reward: float | None = None,
+    truncated_reward: float | None = None,
+) -> bool:
+    """Whether the group's training rewards are all equal (or fewer than two take part): every
+    advantage would be 0, so the group adds no policy gradient."""
+    rewards = {
+        r
+        for s in group.samples
+        if (r := training_reward(s, unparseable_reward, truncated_reward)) is not None
+    }
+    return len(rewards) <= 1
+
+
 def prepare_groups(
     groups: Sequence[ScoredGroup],
     *,

@@ -148,3 +148,42 @@ def test_grpo_raises_the_reward_of_a_learnable_task(tmp_path: Path) -> None:
         assert trainer.state.step == STEPS
     finally:
         trainer.close()
+
+
+def test_dynamic_sampling_fills_a_step_with_groups_that_carry_a_gradient(tmp_path: Path) -> None:
+    """With ``grpo.skip_zero_spread`` the trainer drops groups whose rewards are all equal when it
+    reads them (acked at once, so they do not hold the bounded stream) and keeps reading until the
+    step has ``groups_per_step`` groups with a gradient."""
+    torch.set_num_threads(1)
+    shape = TinyLMConfig(
+        vocab_size=300, hidden_size=32, num_layers=1, num_heads=2, max_positions=64
+    )
+    model = build_tiny_lm(tmp_path / "m", [PLAIN, WITH_FIELD, *PROMPTS], shape)
+    cfg = TrainerConfig.model_validate(
+        {
+            "model": {"path": str(model)},
+            "grpo": {"skip_zero_spread": True},
+            "batch": {"groups_per_step": 2},
+            "queue": {"block_ms": 20},
+            "run": {"run_dir": str(tmp_path / "trainer"), "progress": False},
+        }
+    )
+    trainer = Trainer(cfg)
+    try:
+        producer = Producer(
+            trainer.redis.client, StreamNames(), 100, QueueMetrics(CollectorRegistry())
+        )
+
+        def sample(r: float) -> ScoredSample:
+            return ScoredSample(token_ids=[5, 6], logprobs=[-1.0, -1.0], reward=r, status="ok")
+
+        for key, rewards in [("f1", [1, 1]), ("m1", [1, 0]), ("f2", [0, 0]), ("m2", [0, 1])]:
+            producer.push(group(key, "p", 0, [1, 2], [sample(r) for r in rewards]))
+        groups = trainer.collect()
+        assert groups is not None and [g.group_id for g in groups] == ["m1", "m2"]
+        assert trainer.state.dropped == {"zero_spread": 2}
+        assert trainer.consumer.depth() == 2  # the flat groups' entries are already acked
+        stats = trainer.step(groups)
+        assert stats is not None and stats.grad_norm > 0
+    finally:
+        trainer.close()

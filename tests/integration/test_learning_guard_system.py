@@ -31,7 +31,7 @@ from rlvr_world.tiny_model import TinyLMConfig, build_tiny_lm
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 REPO = Path(__file__).resolve().parents[2]
-STEPS = 16
+STEPS = 24
 #: A change that never happens: the toaster switching itself on.
 WRONG = diff_answer(
     {
@@ -98,9 +98,9 @@ def test_grpo_through_the_services_learns_a_learnable_task(
         "run.run_dir": str(tmp_path / "run"),
         "rl.steps": STEPS,
         "rl.group_size": 8,
-        "rl.groups_per_step": 2,
+        "rl.groups_per_step": 3,
         "rl.micro_batch_size": 16,
-        "rl.lr": 1e-3,
+        "rl.lr": 2e-3,
         "rl.kl_coef": 0.0,
         "rl.max_tokens": 64,
         "rl.max_staleness": 1,
