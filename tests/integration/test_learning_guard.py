@@ -35,7 +35,11 @@ from trainer.config import TrainerConfig
 from trainer.loop import Trainer
 from trainer.sft import SftConfig, run_sft
 
-pytestmark = [pytest.mark.integration, pytest.mark.slow]  # ~20 s on a quiet machine
+pytestmark = [
+    pytest.mark.integration,
+    pytest.mark.slow,
+    pytest.mark.timeout(1800),
+]  # a loaded 2-core machine is slow
 
 ROOMS = ("kitchen", "hall", "garden", "attic", "cellar", "porch", "study", "barn")
 PROMPTS = [f"room {r}: door {d}" for r in ROOMS for d in ("open", "shut")]

@@ -28,7 +28,11 @@ from rlvr_world.queue.server import REDIS_URL_ENV
 from rlvr_world.runlog import read_jsonl
 from rlvr_world.tiny_model import TinyLMConfig, build_tiny_lm
 
-pytestmark = [pytest.mark.integration, pytest.mark.slow]
+pytestmark = [
+    pytest.mark.integration,
+    pytest.mark.slow,
+    pytest.mark.timeout(1800),
+]  # a loaded 2-core machine is slow
 
 REPO = Path(__file__).resolve().parents[2]
 STEPS = 24
