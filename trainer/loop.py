@@ -27,7 +27,7 @@ from prometheus_client import CollectorRegistry, start_http_server
 from tqdm import tqdm  # type: ignore[import-untyped]
 
 from rlvr_world.grpo.diagnostics import group_diagnostics
-from rlvr_world.grpo.groups import prepare_groups, zero_spread
+from rlvr_world.grpo.groups import prepare_groups, training_reward, zero_spread
 from rlvr_world.queue.schema import ScoredGroup
 from rlvr_world.queue.server import RedisHandle, connect
 from rlvr_world.queue.stream import Consumer, QueueMetrics, StreamNames, count_stale
@@ -96,6 +96,7 @@ class Trainer:
             "truncated_reward": g.truncated_reward,
         }
         self._skipped_zero_spread = 0  # zero-spread groups dropped since the last step
+        self._skipped_rewards = [0.0, 0]  # their training rewards: sum, count
         self.inflight: list[str] = []
         self.last_ckpt_step = self.state.step
         self.log.write("start", step=self.state.step, resumed_from=str(ckpt) if ckpt else None)
@@ -157,6 +158,13 @@ class Trainer:
             self.seen.add(gid)
             self._drop(group, "zero_spread")
             self._skipped_zero_spread += 1
+            rewards = [
+                r
+                for smp in group.samples
+                if (r := training_reward(smp, **self._reward_rules)) is not None
+            ]
+            self._skipped_rewards[0] += sum(rewards)
+            self._skipped_rewards[1] += len(rewards)
             return False
         return True
 
@@ -225,6 +233,12 @@ class Trainer:
         flat, seen = prepared.zero_spread + skipped, kept + skipped
         diagnostics["zero_spread_share"] = flat / seen if seen else 0.0
         diagnostics["zero_spread_skipped"] = float(skipped)
+        # The mean training reward of every sample read for this step, skipped groups included:
+        # with skip_zero_spread, reward_mean covers the trained groups only, a biased subset.
+        total, count = self._skipped_rewards
+        self._skipped_rewards = [0.0, 0]
+        trained_sum = sum(s.reward for s in prepared.samples)
+        diagnostics["reward_read_mean"] = (trained_sum + total) / (len(prepared.samples) + count)
         diagnostics["samples_trained"] = float(len(prepared.samples))
         self._record(stats, trained, diagnostics)
         return stats

@@ -229,3 +229,24 @@ def test_data_config_refuses_mixed_or_incomplete_sources(tmp_path: Path) -> None
         DataConfig(crawl_dir=tmp_path)
     with pytest.raises(ValueError, match="rules_dir"):
         DataConfig(prompt="paper")
+
+
+def test_no_change_answers_are_recognised_and_counted() -> None:
+    from rlvr_world.apps.pipeline.evaluate import Answer
+    from rlvr_world.apps.pipeline.results import no_change_rates, predicts_no_change
+
+    empty = 'The final answer is: {"modified":[],"removed":[],"score":{}}'
+    change = (
+        'The final answer is: {"modified":[{"uuid":3,"properties":{"isOn":true}}],'
+        '"removed":[],"score":{}}'
+    )
+    assert predicts_no_change(empty)
+    assert predicts_no_change('The final answer is: {"modified": [], "removed": []}')
+    assert not predicts_no_change(change)
+    assert not predicts_no_change('The final answer is: {"modified":[],"removed":[5],"score":{}}')
+    assert not predicts_no_change("no JSON here")
+    rows = {
+        "start": [Answer("a", True, 0.0, "ok", change), Answer("b", False, 1.0, "ok", empty)],
+        "rlvr": [Answer("a", True, 0.0, "ok", empty), Answer("b", False, 1.0, "ok", empty)],
+    }
+    assert no_change_rates(rows) == {"start": 0.5, "rlvr": 1.0}

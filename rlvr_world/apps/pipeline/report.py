@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from rlvr_world.apps.pipeline.results import step_reward
 from rlvr_world.runlog import read_jsonl
 
 logger = logging.getLogger(__name__)
@@ -53,7 +54,7 @@ def plot_curve(
         return None
     fig, (left, right) = plt.subplots(1, 2, figsize=(12, 4))
     xs = [s["step"] for s in steps]
-    left.plot(xs, [s.get("reward_mean", 0.0) for s in steps], ".-", label="train reward")
+    left.plot(xs, [step_reward(s) for s in steps], ".-", label="train reward (samples read)")
     last = max(xs, default=1)
     held = [(0, evals["start"]["accuracy"])] if "start" in evals else []
     held += [(p["step"], p["accuracy"]) for p in curve]
@@ -111,12 +112,26 @@ def _headline_lines(summary: dict[str, Any]) -> list[str]:
     return lines
 
 
+def _no_change_line(summary: dict[str, Any]) -> list[str]:
+    rates = summary.get("no_change_answers")
+    if not rates:
+        return []
+    models = ", ".join(f"{k} {v:.3f}" for k, v in rates.items() if k != "true_unchanged_share")
+    return [
+        "",
+        f"Answers that predict no change: {models}; the true unchanged share is "
+        f"{rates['true_unchanged_share']:.3f}. A model that always predicts no change scores "
+        "exactly that share and is useless as a world model.",
+    ]
+
+
 def _diagnostic_lines(steps: list[dict[str, Any]]) -> list[str]:
     if not steps:
         return ["No trainer steps were logged."]
     head, tail = steps[:10], steps[-10:]
     keys = (
-        ("reward_mean", "train reward"),
+        ("reward_read_mean", "train reward (samples read)"),
+        ("reward_mean", "train reward (groups trained)"),
         ("entropy", "entropy / token"),
         ("kl", "KL to reference"),
         ("zero_spread_share", "zero-spread groups"),
@@ -156,6 +171,7 @@ def write_report(
         "## Headline (greedy, exact match, same held-out items)",
         "",
         *_headline_lines(summary),
+        *_no_change_line(summary),
         "",
         "## Held-out evaluations",
         "",

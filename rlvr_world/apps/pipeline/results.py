@@ -13,6 +13,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from rlvr_world.apps.pipeline.evaluate import Answer
+from rlvr_world.rewards.text_game.extract import ParseFailure, strict_parse
 from rlvr_world.stats import Headline, build_headline
 
 MODELS = ("start", "control", "rlvr")
@@ -47,9 +48,34 @@ def text_headline(answers: Mapping[str, Sequence[Answer]], seed: int, budget: st
     return build_headline("exact_match", [seed], scores, split_of=split, control_budget=budget)
 
 
+def step_reward(step: Mapping[str, Any]) -> float:
+    """A step's mean train reward over every sample it read (``reward_read_mean``: with dynamic
+    sampling ``reward_mean`` covers only the groups it trained on, a biased subset)."""
+    return float(step.get("reward_read_mean", step.get("reward_mean", 0.0)))
+
+
+def predicts_no_change(text: str) -> bool:
+    """Whether an answer says the action changed nothing (empty ``modified`` and ``removed``;
+    ``score`` empty or absent). A world model that always says so is right on every unchanged
+    transition and useless: the share of such answers, next to the true unchanged share, shows
+    whether a gain in exact match is that collapse."""
+    answer = strict_parse(text)
+    if isinstance(answer, ParseFailure):
+        return False
+    return answer["modified"] == [] and answer["removed"] == [] and not answer.get("score")
+
+
+def no_change_rates(answers: Mapping[str, Sequence[Answer]]) -> dict[str, float]:
+    """Per model: the share of its answers that predict no change (``predicts_no_change``)."""
+    return {
+        name: sum(predicts_no_change(a.text) for a in rows) / len(rows) if rows else 0.0
+        for name, rows in answers.items()
+    }
+
+
 def reward_trend(steps: Sequence[Mapping[str, Any]], window: int = 10) -> dict[str, float]:
     """Mean train reward of the first and of the last ``window`` steps (and their difference)."""
-    rewards = [float(s.get("reward_mean", 0.0)) for s in steps]
+    rewards = [step_reward(s) for s in steps]
     if not rewards:
         return {"first": 0.0, "last": 0.0, "gain": 0.0, "window": float(window)}
     first = sum(rewards[:window]) / len(rewards[:window])

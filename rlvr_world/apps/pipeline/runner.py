@@ -40,7 +40,7 @@ from rlvr_world.apps.pipeline.config import PipelineConfig
 from rlvr_world.apps.pipeline.data import build_items_with_stats
 from rlvr_world.apps.pipeline.evaluate import Answer, EvalReport, evaluate
 from rlvr_world.apps.pipeline.report import plot_curve, train_steps, write_report
-from rlvr_world.apps.pipeline.results import reward_trend, text_headline
+from rlvr_world.apps.pipeline.results import no_change_rates, reward_trend, text_headline
 from rlvr_world.apps.pipeline.stack import Addresses, rollout_spec, start_services, trainer_spec
 from rlvr_world.apps.supervisor import Supervisor
 from rlvr_world.items import PromptItem, save_items
@@ -348,6 +348,11 @@ class PipelineRun:
             headline = text_headline(self.answers, self.seed, self.cfg.control.budget)
             self.summary["headline"] = headline.to_dict()
             self.summary["headline_text"] = describe(headline)
+            unchanged = sum(1 for a in self.answers["start"] if a.changed is False)
+            self.summary["no_change_answers"] = {
+                **no_change_rates(self.answers),
+                "true_unchanged_share": unchanged / max(len(self.answers["start"]), 1),
+            }
             logger.info("%s", describe(headline))
         plot = plot_curve(steps, self.evals, self.curve, self.run_dir / "curve.png")
         write_report(self.run_dir, self.summary, self.evals, plot)
