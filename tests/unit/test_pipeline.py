@@ -53,6 +53,13 @@ def test_kitchen_transitions_have_both_splits_and_are_deterministic() -> None:
     assert all((json.dumps(t.current), t.action) not in keys for t in test)
 
 
+def test_kitchen_state_ids_are_unique() -> None:
+    """Each transition's state_id (and so its prompt id) is unique: the held-out comparison pairs
+    answers by prompt id."""
+    transitions = enumerate_transitions(slices=2)
+    assert len({t.state_id for t in transitions}) == len(transitions)
+
+
 def test_kitchen_state_diff_scores_exact_one_under_strict() -> None:
     transitions = enumerate_transitions(slices=1)
     for i, t in enumerate(transitions):
@@ -250,3 +257,12 @@ def test_no_change_answers_are_recognised_and_counted() -> None:
         "rlvr": [Answer("a", True, 0.0, "ok", empty), Answer("b", False, 1.0, "ok", empty)],
     }
     assert no_change_rates(rows) == {"start": 0.5, "rlvr": 1.0}
+
+
+def test_headline_refuses_repeated_prompt_ids() -> None:
+    from rlvr_world.apps.pipeline.evaluate import Answer
+    from rlvr_world.apps.pipeline.results import text_headline
+
+    a = Answer("p1", True, 1.0, "ok", "")
+    with pytest.raises(ValueError, match="repeat a prompt id"):
+        text_headline({"start": [a, a], "control": [a], "rlvr": [a]}, seed=0, budget="samples")

@@ -29,6 +29,9 @@ def aligned_scores(
 ) -> tuple[list[str], dict[str, list[float]], list[str]]:
     """``(prompt ids, model -> per-item exact match, per-item split)`` over the items that every
     model in ``answers`` answered, in the first model's order."""
+    for name, rows in answers.items():
+        if len({a.prompt_id for a in rows}) != len(rows):
+            raise ValueError(f"{name}: held-out answers repeat a prompt id; items must be unique")
     by_model = {name: {a.prompt_id: a for a in rows} for name, rows in answers.items()}
     first = next(iter(answers.values()), [])
     ids = [a.prompt_id for a in first if all(a.prompt_id in m for m in by_model.values())]
