@@ -26,7 +26,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import torch
 from pydantic import BaseModel, ConfigDict, Field
@@ -44,6 +44,10 @@ class SftConfig(BaseModel):
     epochs: int = Field(default=3, ge=1, le=10_000, description="passes over the examples")
     lr: float = Field(default=1e-3, gt=0.0, le=1.0, description="peak AdamW learning rate")
     warmup_steps: int = Field(default=20, ge=0, le=1_000_000, description="linear warm-up steps")
+    schedule: Literal["constant", "cosine"] = Field(
+        default="constant",
+        description="after the warm-up: constant, or cosine decay to 0 over the epochs",
+    )
     weight_decay: float = Field(default=0.0, ge=0.0, le=1.0, description="AdamW weight decay")
     batch_size: int = Field(default=8, ge=1, le=4096, description="examples per step")
     grad_clip: float = Field(default=1.0, gt=0.0, le=1e6, description="max global grad norm")
@@ -119,8 +123,15 @@ def _spent(result: SftResult, cfg: SftConfig, t0: float) -> bool:
     return cfg.max_seconds is not None and time.perf_counter() - t0 >= cfg.max_seconds
 
 
-def _lr_at(step: int, cfg: SftConfig) -> float:
-    return cfg.lr * min(1.0, (step + 1) / cfg.warmup_steps) if cfg.warmup_steps else cfg.lr
+def _lr_at(step: int, cfg: SftConfig, total: int) -> float:
+    """Linear warm-up over ``warmup_steps``, then constant or cosine decay to 0 at ``total``."""
+    if cfg.warmup_steps and step < cfg.warmup_steps:
+        return cfg.lr * (step + 1) / cfg.warmup_steps
+    if cfg.schedule == "constant":
+        return cfg.lr
+    span = max(total - cfg.warmup_steps, 1)
+    done = min(max(step - cfg.warmup_steps, 0), span)
+    return cfg.lr * 0.5 * (1.0 + math.cos(math.pi * done / span))
 
 
 def run_sft(
@@ -145,6 +156,9 @@ def run_sft(
     opt = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
     rng = random.Random(cfg.seed)
     result = SftResult(path=out_dir)
+    total_steps = cfg.epochs * math.ceil(len(examples) / cfg.batch_size)
+    if cfg.max_steps is not None:
+        total_steps = min(total_steps, cfg.max_steps)
     t0 = time.perf_counter()
     for epoch in range(cfg.epochs):
         if _spent(result, cfg, t0):
@@ -157,7 +171,7 @@ def run_sft(
                 break
             batch = [examples[i] for i in order[start : start + cfg.batch_size]]
             for group in opt.param_groups:
-                group["lr"] = _lr_at(result.steps, cfg)
+                group["lr"] = _lr_at(result.steps, cfg, total_steps)
             loss = target_loss(model, *collate(batch, pad))
             opt.zero_grad(set_to_none=True)
             loss.backward()  # type: ignore[no-untyped-call]

@@ -117,6 +117,9 @@ class SftSection(_Section):
     epochs: int = Field(default=3, ge=1, le=1000, description="passes over the train prompts")
     lr: float = Field(default=2e-3, gt=0.0, le=1.0, description="peak learning rate")
     batch_size: int = Field(default=8, ge=1, le=4096, description="examples per step")
+    schedule: Literal["constant", "cosine"] = Field(
+        default="constant", description="learning rate after the warm-up: constant or cosine to 0"
+    )
     torch_threads: int = Field(default=2, ge=1, le=512, description="threads (nothing else runs)")
 
 

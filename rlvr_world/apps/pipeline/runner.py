@@ -106,6 +106,7 @@ class PipelineRun:
             batch_size=s.batch_size,
             torch_threads=s.torch_threads,
             seed=self.seed,
+            schedule=budget.pop("schedule", s.schedule),
             **budget,
         )
         result = run_sft(
@@ -271,10 +272,11 @@ class PipelineRun:
         """The control's SFT budget for GRPO's (``control.budget``)."""
         c = self.cfg.control
         lr = c.lr if c.lr is not None else self.cfg.sft.lr
+        fixed = {"epochs": 10_000, "lr": lr, "schedule": "constant"}
         if c.budget == "wall_time":
-            return {"epochs": 10_000, "max_seconds": self.summary["grpo_s"], "lr": lr}
+            return {**fixed, "max_seconds": self.summary["grpo_s"]}
         steps = max(1, math.ceil(trained_sequences / self.cfg.sft.batch_size))
-        return {"epochs": 10_000, "max_steps": steps, "lr": lr}
+        return {**fixed, "max_steps": steps}
 
     async def _control_phase(
         self,
