@@ -26,15 +26,10 @@ from typing import Any
 import pytest
 import yaml
 
+from rlvr_world.apps.grpo import orchestrator_config, run_grpo, trainer_config
 from rlvr_world.apps.orchestrator.ledger import read_ledger, summarize
 from rlvr_world.apps.pipeline.config import load_pipeline_config
-from rlvr_world.apps.pipeline.runner import (
-    PipelineRun,
-    orchestrate_until_trainer_exits,
-    orchestrator_config,
-    requests_forever,
-    trainer_config,
-)
+from rlvr_world.apps.pipeline.runner import PipelineRun
 from rlvr_world.apps.pipeline.stack import start_services, trainer_spec
 from rlvr_world.apps.supervisor import Supervisor
 from rlvr_world.queue.server import REDIS_URL_ENV, RedisHandle, start_embedded
@@ -108,12 +103,22 @@ def test_every_part_killed_in_turn_loses_nothing(
     monkeypatch.setenv("PYTHONPATH", str(REPO))
     overrides = {"run.run_dir": str(tmp_path), "rl.steps": STEPS, "eval.enabled": False}
     overrides["rl.max_staleness"] = 100  # staleness is not what this test is about
+    overrides["rl.queue_bound"] = 4  # two steps of groups, as before the bound had a default
     overrides["run.trainer_idle_timeout_s"] = 900  # nor is the trainer giving up while one
     # part restarts (a service start took over a minute on a loaded 2-core machine)
     cfg = load_pipeline_config(REPO / "configs" / "pipeline" / "smoke.yaml", overrides)
     run = PipelineRun(cfg)
     train, _, model = run.prepare()
-    ocfg = orchestrator_config(cfg).model_copy(update={"attempts": 60, "backoff_max_s": 2.0})
+    rl = cfg.rl
+    ocfg = orchestrator_config(
+        rl,
+        seed=cfg.run.seed,
+        max_tokens=rl.max_tokens,
+        variant=rl.reward_variant,
+        reward_type=rl.reward_type,
+        attempts=60,
+        backoff_max_s=2.0,
+    )
     redis = start_embedded(tmp_path / "redis")
     ledger = tmp_path / "ledger.jsonl"
     recovery: dict[str, dict[str, float]] = {}
@@ -122,17 +127,23 @@ def test_every_part_killed_in_turn_loses_nothing(
         with Supervisor(tmp_path) as sup:
             addrs = start_services(sup, model=model, redis_url=redis.url, max_tokens=24)
             tpath = tmp_path / "trainer.yaml"
-            tpath.write_text(
-                yaml.safe_dump(trainer_config(cfg, model, redis.url, tmp_path / "trainer"))
+            tcfg = trainer_config(
+                rl,
+                model=model,
+                redis_url=redis.url,
+                trainer_dir=tmp_path / "trainer",
+                device="cpu",
+                idle_timeout_s=cfg.run.trainer_idle_timeout_s,
+                seed=cfg.run.seed,
             )
+            tpath.write_text(yaml.safe_dump(tcfg))
             sup.start(trainer_spec(tpath))
 
             async def both() -> None:
                 chaos = asyncio.create_task(_faults(sup, redis, ledger, recovery))
-                await orchestrate_until_trainer_exits(
-                    ocfg, sup, addrs, redis, requests_forever(train, 0), run_dir=tmp_path,
-                    max_len=2 * cfg.rl.groups_per_step, total=STEPS * cfg.rl.groups_per_step,
-                    progress=False,
+                await run_grpo(
+                    rl, ocfg, train, sup=sup, addrs=addrs, redis=redis, seed=0,
+                    run_dir=tmp_path, progress=False,
                 )  # fmt: skip
                 await chaos
 

@@ -15,9 +15,10 @@ from pathlib import Path
 import pytest
 import yaml
 
+from rlvr_world.apps.grpo import latest_version, trainer_config
 from rlvr_world.apps.orchestrator.ledger import read_ledger, summarize
 from rlvr_world.apps.pipeline.config import load_pipeline_config
-from rlvr_world.apps.pipeline.runner import PipelineRun, latest_version, trainer_config
+from rlvr_world.apps.pipeline.runner import PipelineRun
 from rlvr_world.apps.pipeline.stack import start_services, trainer_spec
 from rlvr_world.apps.supervisor import Supervisor
 from rlvr_world.queue.server import REDIS_URL_ENV, start_embedded
@@ -51,19 +52,27 @@ def test_full_loop_survives_reward_restart_and_rollout_follows_weights(
         {"run.run_dir": str(tmp_path), "rl.steps": STEPS, "eval.enabled": False},
     )
     run = PipelineRun(cfg)
-    train, _, model = run.prepare()
+    train, test, model = run.prepare()
     redis = start_embedded(tmp_path / "redis")
     try:
         with Supervisor(tmp_path) as sup:
             addrs = start_services(sup, model=model, redis_url=redis.url, max_tokens=24)
             tpath = tmp_path / "trainer.yaml"
-            tcfg = trainer_config(cfg, model, redis.url, tmp_path / "trainer")
+            tcfg = trainer_config(
+                cfg.rl,
+                model=model,
+                redis_url=redis.url,
+                trainer_dir=tmp_path / "trainer",
+                device="cpu",
+                idle_timeout_s=cfg.run.trainer_idle_timeout_s,
+                seed=cfg.run.seed,
+            )
             tpath.write_text(yaml.safe_dump(tcfg))
             sup.start(trainer_spec(tpath))
 
             async def both() -> None:
                 chaos = asyncio.create_task(_outage(sup, tmp_path / "ledger.jsonl"))
-                await run._grpo(sup, addrs, redis, train)
+                await run._grpo(sup, addrs, redis, train, test)
                 await chaos
 
             asyncio.run(both())

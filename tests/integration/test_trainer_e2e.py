@@ -247,17 +247,26 @@ def _assert_parameters_moved(initial: Path, checkpoint: Path) -> None:
     assert all(bool(after[k].isfinite().all()) for k in after)
 
 
+#: Drop reasons the trainer acks when it reads the entry (``trainer.loop``).
+FINAL_DROPS = ("stale", "duplicate", "zero_spread")
+
+
 def _accounting(
     run1: list[dict[str, Any]], run2: list[dict[str, Any]], resumed_step: int
 ) -> dict[str, str]:
-    """group id -> trained / drop reason: run 1 up to its last checkpoint, plus all of run 2."""
+    """group id -> trained / drop reason: run 1 up to its last checkpoint, plus all of run 2.
+
+    Stale and duplicate drops are final and acked when read, so run 1's count wherever they
+    fall; a too-few-valid drop is acked with the checkpoint, like a trained group."""
     accounted: dict[str, str] = {}
     step = 0
     for ev in run1:
         if ev["event"] == "step":
             step = ev["step"]
+        if ev["event"] == "drop" and ev["reason"] in FINAL_DROPS:
+            accounted.setdefault(ev["group_id"], ev["reason"])
         if step > resumed_step:
-            break
+            continue
         if ev["event"] == "step":
             accounted.update(dict.fromkeys(ev["group_ids"], "trained"))
         elif ev["event"] == "drop":

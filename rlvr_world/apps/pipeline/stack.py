@@ -50,15 +50,25 @@ def decoder_spec(tokenizer: Path, video_tokenizer: Path | None = None) -> Proces
 
 
 def rollout_spec(
-    model: Path, redis_url: str, max_tokens: int, weights_root: Path | None = None
+    model: Path,
+    redis_url: str | None,
+    max_tokens: int,
+    weights_root: Path | None = None,
+    *,
+    name: str = "rollout",
 ) -> ProcessSpec:
+    """The rollout service serving ``model``; with ``redis_url`` it follows the trainer's
+    published weights (from under ``weights_root``), without it it serves ``model`` only (e.g.
+    the MLE control)."""
     port = pick_free_port(HOST)
     argv = [sys.executable, "-m", "services.rollout", "--model", str(model), "--host", HOST]
-    argv += ["--grpc-port", str(port), "--redis-url", redis_url, "--max-tokens", str(max_tokens)]
+    argv += ["--grpc-port", str(port), "--max-tokens", str(max_tokens)]
+    if redis_url is not None:
+        argv += ["--redis-url", redis_url]
     if weights_root is not None:
         argv += ["--weights-root", str(weights_root)]
     env = {**THREAD_ENV, "RLVR_ROLLOUT_WATCH_POLL_S": "0.5"}
-    return ProcessSpec("rollout", argv, env=env, ready=GrpcHealth(f"{HOST}:{port}"))
+    return ProcessSpec(name, argv, env=env, ready=GrpcHealth(f"{HOST}:{port}"))
 
 
 def trainer_spec(config: Path) -> ProcessSpec:

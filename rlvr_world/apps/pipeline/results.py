@@ -1,0 +1,86 @@
+"""From held-out answers to the run's headline: per-item exact match of the start, the control and
+the RLVR model on the same items, compared with paired bootstrap intervals (``rlvr_world.stats``).
+
+An item every model answered is compared; an item whose evaluation failed for some model (after
+the retries) is left out for all of them and counted, never scored as wrong. The split is the
+paper's gold label: ``changed`` or ``unchanged`` transitions. Also the train-reward summary the
+issue's acceptance reads: the mean train reward of the first and of the last ten GRPO steps.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from rlvr_world.apps.pipeline.evaluate import Answer
+from rlvr_world.rewards.text_game.extract import ParseFailure, strict_parse
+from rlvr_world.stats import Headline, build_headline
+
+MODELS = ("start", "control", "rlvr")
+
+
+def exact(answer: Answer) -> float:
+    """1.0 for an exact answer (binary reward 1 with status ok), else 0.0."""
+    return 1.0 if answer.status == "ok" and answer.reward >= 1.0 else 0.0
+
+
+def aligned_scores(
+    answers: Mapping[str, Sequence[Answer]],
+) -> tuple[list[str], dict[str, list[float]], list[str]]:
+    """``(prompt ids, model -> per-item exact match, per-item split)`` over the items that every
+    model in ``answers`` answered, in the first model's order."""
+    for name, rows in answers.items():
+        if len({a.prompt_id for a in rows}) != len(rows):
+            raise ValueError(f"{name}: held-out answers repeat a prompt id; items must be unique")
+    by_model = {name: {a.prompt_id: a for a in rows} for name, rows in answers.items()}
+    first = next(iter(answers.values()), [])
+    ids = [a.prompt_id for a in first if all(a.prompt_id in m for m in by_model.values())]
+    scores = {name: [exact(m[i]) for i in ids] for name, m in by_model.items()}
+    split = ["changed" if by_model[next(iter(by_model))][i].changed else "unchanged" for i in ids]
+    return ids, scores, split
+
+
+def text_headline(answers: Mapping[str, Sequence[Answer]], seed: int, budget: str) -> Headline:
+    """The headline of a language run from the three models' answers (module docstring)."""
+    missing = [m for m in MODELS if m not in answers]
+    if missing:
+        raise ValueError(f"no held-out answers of {missing}")
+    _, scores, split = aligned_scores({m: answers[m] for m in MODELS})
+    if not split:
+        raise ValueError("no held-out item was answered by every model")
+    return build_headline("exact_match", [seed], scores, split_of=split, control_budget=budget)
+
+
+def step_reward(step: Mapping[str, Any]) -> float:
+    """A step's mean train reward over every sample it read (``reward_read_mean``: with dynamic
+    sampling ``reward_mean`` covers only the groups it trained on, a biased subset)."""
+    return float(step.get("reward_read_mean", step.get("reward_mean", 0.0)))
+
+
+def predicts_no_change(text: str) -> bool:
+    """Whether an answer says the action changed nothing (empty ``modified`` and ``removed``;
+    ``score`` empty or absent). A world model that always says so is right on every unchanged
+    transition and useless: the share of such answers, next to the true unchanged share, shows
+    whether a gain in exact match is that collapse."""
+    answer = strict_parse(text)
+    if isinstance(answer, ParseFailure):
+        return False
+    return answer["modified"] == [] and answer["removed"] == [] and not answer.get("score")
+
+
+def no_change_rates(answers: Mapping[str, Sequence[Answer]]) -> dict[str, float]:
+    """Per model: the share of its answers that predict no change (``predicts_no_change``)."""
+    return {
+        name: sum(predicts_no_change(a.text) for a in rows) / len(rows) if rows else 0.0
+        for name, rows in answers.items()
+    }
+
+
+def reward_trend(steps: Sequence[Mapping[str, Any]], window: int = 10) -> dict[str, float]:
+    """Mean train reward of the first and of the last ``window`` steps (and their difference)."""
+    rewards = [step_reward(s) for s in steps]
+    if not rewards:
+        return {"first": 0.0, "last": 0.0, "gain": 0.0, "window": float(window)}
+    first = sum(rewards[:window]) / len(rewards[:window])
+    last = sum(rewards[-window:]) / len(rewards[-window:])
+    return {"first": first, "last": last, "gain": last - first, "window": float(window)}
