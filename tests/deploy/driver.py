@@ -76,7 +76,9 @@ def cmd_model(args: argparse.Namespace) -> int:
     from rlvr_world.apps.pipeline.data import build_items
     from rlvr_world.tiny_model import TinyLMConfig, build_tiny_lm
 
-    train, test = build_items(DataConfig(kitchen=KitchenData(slices=1), max_train=60, max_test=8))
+    train, test = build_items(
+        DataConfig(kitchen=KitchenData(slices=1), max_train=60, max_test=8), 0
+    )
     corpus = [i.prompt for i in train + test] + [i.target for i in train + test]
     cfg = TinyLMConfig(vocab_size=512, hidden_size=32, num_layers=1, num_heads=2, max_positions=640)
     out = build_tiny_lm(Path(args.out), corpus, cfg)

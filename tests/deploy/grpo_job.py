@@ -64,16 +64,16 @@ async def _orchestrate(steps: int, ledger_path: Path, timeout_s: float) -> dict[
     import redis
     from prometheus_client import CollectorRegistry
 
+    from rlvr_world.apps.grpo import requests_forever
     from rlvr_world.apps.orchestrator.clients import ServiceClients
     from rlvr_world.apps.orchestrator.ledger import Ledger
     from rlvr_world.apps.orchestrator.metrics import OrchestratorMetrics
     from rlvr_world.apps.orchestrator.worker import Orchestrator, OrchestratorConfig
     from rlvr_world.apps.pipeline.config import DataConfig, KitchenData
     from rlvr_world.apps.pipeline.data import build_items
-    from rlvr_world.apps.pipeline.runner import requests_forever
     from rlvr_world.queue.stream import Producer, QueueMetrics, StreamNames
 
-    train, _ = build_items(DataConfig(kitchen=KitchenData(slices=1), max_train=60, max_test=8))
+    train, _ = build_items(DataConfig(kitchen=KitchenData(slices=1), max_train=60, max_test=8), 0)
     client = redis.Redis.from_url("redis://redis:6379/0")
     registry = CollectorRegistry()
     cfg = OrchestratorConfig(
