@@ -73,7 +73,9 @@ async def _orchestrate(steps: int, ledger_path: Path, timeout_s: float) -> dict[
     from rlvr_world.apps.pipeline.data import build_items
     from rlvr_world.queue.stream import Producer, QueueMetrics, StreamNames
 
-    train, _ = build_items(DataConfig(kitchen=KitchenData(slices=1), max_train=60, max_test=8), 0)
+    train, _ = build_items(
+        DataConfig(kitchen=KitchenData(slices=1), max_train=60, max_test=8), seed=0
+    )
     client = redis.Redis.from_url("redis://redis:6379/0")
     registry = CollectorRegistry()
     cfg = OrchestratorConfig(
