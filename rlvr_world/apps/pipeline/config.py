@@ -7,15 +7,18 @@ Every field has a description and bounds; ``configs/pipeline/*.yaml`` are the sh
 ``crawl/<game>.jsonl.gz``) instead. The default model is a from-scratch tiny
 Llama with a tokenizer trained on the run's own prompts (``model.tiny``); ``model.path`` names a
 Hugging Face model directory (with its tokenizer) instead.
+
+``task: web`` reads web transitions instead (``WebDataConfig``: ``data.sources`` names the shared
+MiniWoB++ / WebArena files or collector output directories); the rest of the config is the same.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, model_validator
 
 from rlvr_world.apps.grpo import RlSection
 from rlvr_world.tiny_model import TinyLMConfig
@@ -91,6 +94,69 @@ class DataConfig(_Section):
         if self.prompt == "paper" and self.rules_dir is None:
             raise ValueError("data.prompt: paper needs data.rules_dir (rules/ and examples.json)")
         return self
+
+
+class WebDataConfig(_Section):
+    """Web transitions (``task: web``): MiniWoB++ / WebArena files or collector directories.
+
+    Prepared by ``rlvr_world.web.items.build_web_items``: de-duplicated, split by task family (a
+    held-out task is never trained on, not even as a variant), filtered by length, capped. The
+    length filter runs twice: on characters (``max_chars``, before the tokenizer exists) and on
+    the policy's tokens (``max_tokens``, the SFT context), each counted in the run log."""
+
+    sources: list[Path] = Field(
+        min_length=1,
+        description="transition files (*.jsonl), folders of them (data/web) or collector "
+        "output directories (their transitions.jsonl)",
+    )
+    prompt: Literal["compact", "paper"] = Field(
+        default="compact",
+        description="compact: the paper's slots with a three-line instruction; paper: the "
+        "paper's prompt with its rules, action vocabulary and example (~500 tokens more)",
+    )
+    test_fraction: float = Field(
+        default=0.2, ge=0.0, lt=1.0, description="held-out share of task families"
+    )
+    test_tasks: list[str] = Field(
+        default_factory=list,
+        description="held-out tasks (their whole families); empty: a seeded test_fraction",
+    )
+    split_seed: int | None = Field(
+        default=None,
+        ge=0,
+        le=2**31 - 1,
+        description="seed of the task split; unset: run.seed. Fixed, every seed of a "
+        "comparison evaluates the same held-out items",
+    )
+    max_chars: int | None = Field(
+        default=2000,
+        ge=100,
+        le=10_000_000,
+        description="leave out examples whose prompt + target exceed this many characters "
+        "(the CPU budget; the paper's limit is 5,000 tokens); null: no character limit",
+    )
+    max_tokens: int = Field(
+        default=1024,
+        ge=16,
+        le=1_000_000,
+        description="leave out examples whose <bos> prompt + target <eos> exceed this many "
+        "tokens of the policy's tokenizer (the SFT context)",
+    )
+    max_train: int = Field(default=1000, ge=1, le=10_000_000, description="most train items")
+    max_test: int = Field(default=300, ge=1, le=1_000_000, description="most held-out items")
+
+
+def _data_kind(value: Any) -> str:
+    """Which data section a raw ``data`` value is: ``web`` when it names ``sources``."""
+    if isinstance(value, WebDataConfig) or (isinstance(value, dict) and "sources" in value):
+        return "web"
+    return "text_game"
+
+
+TaskData = Annotated[
+    Annotated[DataConfig, Tag("text_game")] | Annotated[WebDataConfig, Tag("web")],
+    Discriminator(_data_kind),
+]
 
 
 class ModelSection(_Section):
@@ -197,14 +263,41 @@ class RunSection(_Section):
 class PipelineConfig(_Section):
     """One ``rlvr-world run``."""
 
-    task: Literal["text_game"] = Field(default="text_game", description="the world-model task")
-    data: DataConfig = Field(default_factory=DataConfig, description="data")
+    task: Literal["text_game", "web"] = Field(
+        default="text_game", description="the world-model task"
+    )
+    data: TaskData = Field(
+        default_factory=DataConfig,
+        description="text game: DataConfig; web: WebDataConfig (data.sources)",
+    )
     model: ModelSection = Field(default_factory=ModelSection, description="policy model")
     sft: SftSection = Field(default_factory=SftSection, description="SFT warm-up")
     rl: TextRl = Field(default_factory=TextRl, description="GRPO")
     eval: EvalSection = Field(default_factory=EvalSection, description="held-out evaluation")
     control: ControlSection = Field(default_factory=ControlSection, description="MLE control")
     run: RunSection = Field(default_factory=RunSection, description="run")
+
+    @model_validator(mode="after")
+    def _data_fits_task(self) -> PipelineConfig:
+        if self.task == "web" and not isinstance(self.data, WebDataConfig):
+            raise ValueError("task: web needs data.sources (web transition files or folders)")
+        if self.task == "text_game" and isinstance(self.data, WebDataConfig):
+            raise ValueError("data.sources is web data: set task: web")
+        return self
+
+    @property
+    def web_data(self) -> WebDataConfig:
+        """The web data section; ``ValueError`` for a text-game run."""
+        if not isinstance(self.data, WebDataConfig):
+            raise ValueError("not a web run: data is text-game data")
+        return self.data
+
+    @property
+    def text_data(self) -> DataConfig:
+        """The text-game data section; ``ValueError`` for a web run."""
+        if not isinstance(self.data, DataConfig):
+            raise ValueError("not a text-game run: data is web data")
+        return self.data
 
 
 def apply_overrides(data: dict[str, Any], overrides: dict[str, Any]) -> dict[str, Any]:

@@ -2,8 +2,10 @@
 
 Inputs are the trainer's JSON Lines log (``step`` events with the reward and the diagnostics of
 ``rlvr_world.grpo.diagnostics``), the held-out curve points taken during GRPO and the final
-evaluations (start, RLVR, control) with the headline. matplotlib is imported inside
-``plot_curve`` (the ``pipeline`` extra); without it the report says the plot was skipped.
+evaluations (start, RLVR, control) with the headline. The held-out metric is the task's: exact
+match (``EvalReport.accuracy``) for the text game, F1 (``mean_reward``) for the web; callers pass
+its report key and label. matplotlib is imported inside ``plot_curve`` (the ``pipeline`` extra);
+without it the report says the plot was skipped.
 """
 
 from __future__ import annotations
@@ -41,9 +43,12 @@ def plot_curve(
     evals: dict[str, dict[str, Any]],
     curve: list[dict[str, Any]],
     out: Path,
+    *,
+    key: str = "accuracy",
+    label: str = "exact match",
 ) -> Path | None:
-    """Train reward and held-out exact match per step (left), diagnostics per step (right);
-    None without matplotlib."""
+    """Train reward and the held-out metric (``key`` of each evaluation) per step (left),
+    diagnostics per step (right); None without matplotlib."""
     try:
         import matplotlib
 
@@ -56,20 +61,20 @@ def plot_curve(
     xs = [s["step"] for s in steps]
     left.plot(xs, [step_reward(s) for s in steps], ".-", label="train reward (samples read)")
     last = max(xs, default=1)
-    held = [(0, evals["start"]["accuracy"])] if "start" in evals else []
-    held += [(p["step"], p["accuracy"]) for p in curve]
+    held = [(0, evals["start"][key])] if "start" in evals else []
+    held += [(p["step"], p[key]) for p in curve]
     if "rlvr" in evals:
-        held.append((last, evals["rlvr"]["accuracy"]))
+        held.append((last, evals["rlvr"][key]))
     if held:
-        left.plot(*zip(*held, strict=True), "s--", label="held-out exact match")
+        left.plot(*zip(*held, strict=True), "s--", label=f"held-out {label}")
     if "control" in evals:
-        left.axhline(evals["control"]["accuracy"], color="grey", ls=":", label="control (MLE)")
+        left.axhline(evals["control"][key], color="grey", ls=":", label="control (MLE)")
     left.set_xlabel("GRPO step (policy version)")
     left.set_ylim(-0.05, 1.05)
     left.legend()
     left.grid(alpha=0.3)
-    for key, label in DIAGNOSTICS:
-        right.plot(xs, [s.get(key, 0.0) for s in steps], ".-", label=label)
+    for diag, diag_label in DIAGNOSTICS:
+        right.plot(xs, [s.get(diag, 0.0) for s in steps], ".-", label=diag_label)
     right.set_xlabel("GRPO step")
     right.legend()
     right.grid(alpha=0.3)
@@ -79,12 +84,17 @@ def plot_curve(
     return out
 
 
-def _split_line(name: str, report: dict[str, Any]) -> str:
-    parts = [
-        f"{name}: exact match {report['accuracy']:.3f}, mean reward {report['mean_reward']:.3f}"
-    ]
+def _split_line(name: str, report: dict[str, Any], label: str) -> str:
+    if label == "exact match":
+        parts = [
+            f"{name}: exact match {report['accuracy']:.3f}, mean reward {report['mean_reward']:.3f}"
+        ]
+        key = "accuracy"
+    else:
+        parts = [f"{name}: {label} {report['mean_reward']:.3f}, exact {report['accuracy']:.3f}"]
+        key = "mean_reward"
     for split, s in report["by_split"].items():
-        parts.append(f"{split} {s['accuracy']:.3f} (n={int(s['n'])})")
+        parts.append(f"{split} {s[key]:.3f} (n={int(s['n'])})")
     if report.get("failed"):
         parts.append(f"{len(report['failed'])} failed")
     return "; ".join(parts)
@@ -116,12 +126,23 @@ def _no_change_line(summary: dict[str, Any]) -> list[str]:
     rates = summary.get("no_change_answers")
     if not rates:
         return []
-    models = ", ".join(f"{k} {v:.3f}" for k, v in rates.items() if k != "true_unchanged_share")
+    models = ", ".join(
+        f"{k} {v:.3f}" for k, v in rates.items() if k in ("start", "control", "rlvr")
+    )
+    always = rates.get("always_no_change_f1")
+    if always is None:
+        return [
+            "",
+            f"Answers that predict no change: {models}; the true unchanged share is "
+            f"{rates['true_unchanged_share']:.3f}. A model that always predicts no change scores "
+            "exactly that share and is useless as a world model.",
+        ]
     return [
         "",
         f"Answers that predict no change: {models}; the true unchanged share is "
-        f"{rates['true_unchanged_share']:.3f}. A model that always predicts no change scores "
-        "exactly that share and is useless as a world model.",
+        f"{rates['true_unchanged_share']:.3f}. Always answering no change (three None sections) "
+        f"scores F1 {always['all']:.3f} (unchanged {always['unchanged']:.3f}, changed "
+        f"{always['changed']:.3f}): the score of a world model that is useless.",
     ]
 
 
@@ -150,7 +171,12 @@ def _diagnostic_lines(steps: list[dict[str, Any]]) -> list[str]:
 
 
 def write_report(
-    run_dir: Path, summary: dict[str, Any], evals: dict[str, dict[str, Any]], plot: Path | None
+    run_dir: Path,
+    summary: dict[str, Any],
+    evals: dict[str, dict[str, Any]],
+    plot: Path | None,
+    *,
+    label: str = "exact match",
 ) -> Path:
     """``report.md``: the headline, the held-out evaluations, diagnostics, throughput."""
     steps = train_steps(run_dir / "trainer" / "train_log.jsonl")
@@ -168,14 +194,14 @@ def write_report(
         f"({summary.get('control_steps', 0)} steps for {budget.get('trained_sequences', 0)} "
         "sequences GRPO trained)",
         "",
-        "## Headline (greedy, exact match, same held-out items)",
+        f"## Headline (greedy, {label}, same held-out items)",
         "",
         *_headline_lines(summary),
         *_no_change_line(summary),
         "",
         "## Held-out evaluations",
         "",
-        *[f"- {_split_line(name, r)}" for name, r in evals.items()],
+        *[f"- {_split_line(name, r, label)}" for name, r in evals.items()],
         "",
         "## GRPO diagnostics (trainer log)",
         "",

@@ -1,4 +1,5 @@
-"""``rlvr-world run CONFIG``: the whole language world-model pipeline on one machine.
+"""``rlvr-world run CONFIG``: the whole language world-model pipeline on one machine (the text
+game, or ``task: web``: accessibility-tree diffs scored by F1).
 
 Order: build the prompt items (train / held-out, seeded by ``run.seed``), build the tiny model (or
 take ``model.path``), SFT warm-up (in this process): that checkpoint is the *start*. Then the
@@ -10,7 +11,9 @@ final weights served and evaluated (*RLVR*). Then the *control*: SFT continued f
 GRPO's budget (``control.budget``: as many examples as GRPO trained sequences, or as long as GRPO
 ran), served by a second rollout service and evaluated on the same items. The headline compares
 the three with paired bootstrap intervals (``apps.pipeline.results``); the report plots the train
-reward, the diagnostics and the held-out curve.
+reward, the diagnostics and the held-out curve. The task decides the data
+(``apps.pipeline.data.build_run_items``) and the metric (``apps.pipeline.results.METRICS``); a
+web run also filters its items by the policy's tokens once the tokenizer exists.
 
 Run directory: ``data/`` (items), ``model/`` (base, sft, control), ``redis/``, ``logs/`` (one per
 process), ``trainer/`` (checkpoints, ``train_log.jsonl``), ``ledger.jsonl``,
@@ -37,10 +40,16 @@ from rlvr_world.apps.grpo import latest_version, orchestrator_config, run_grpo, 
 from rlvr_world.apps.orchestrator.clients import ServiceClients
 from rlvr_world.apps.orchestrator.worker import RunStats
 from rlvr_world.apps.pipeline.config import PipelineConfig
-from rlvr_world.apps.pipeline.data import build_items_with_stats
+from rlvr_world.apps.pipeline.data import build_run_items
 from rlvr_world.apps.pipeline.evaluate import Answer, EvalReport, evaluate
 from rlvr_world.apps.pipeline.report import plot_curve, train_steps, write_report
-from rlvr_world.apps.pipeline.results import no_change_rates, reward_trend, text_headline
+from rlvr_world.apps.pipeline.results import (
+    METRICS,
+    always_no_change_f1,
+    headline,
+    no_change_rates,
+    reward_trend,
+)
 from rlvr_world.apps.pipeline.stack import Addresses, rollout_spec, start_services, trainer_spec
 from rlvr_world.apps.supervisor import Supervisor
 from rlvr_world.items import PromptItem, save_items
@@ -64,26 +73,49 @@ class PipelineRun:
         self.answers: dict[str, list[Answer]] = {}
         self.evals: dict[str, dict[str, Any]] = {}
         self.curve: list[dict[str, Any]] = []
+        self.metric = METRICS[cfg.task]
+        self.test_items: list[PromptItem] = []
 
     # ------------------------------------------------------------------ start checkpoint
 
     def prepare(self) -> tuple[list[PromptItem], list[PromptItem], Path]:
         """Items, the model directory (tiny built here), and SFT when configured."""
-        train, test, stats = build_items_with_stats(self.cfg.data, self.seed)
+        train, test, stats = build_run_items(self.cfg)
+        model = self._base_model(train + test)
+        if self.cfg.task == "web":
+            train, test, stats = self._fit_web(model, train, test, stats)
         save_items(train, self.run_dir / "data" / "train.jsonl")
         save_items(test, self.run_dir / "data" / "test.jsonl")
+        self.test_items = test
         changed = sum(1 for i in test if i.changed)
         self.summary["data"] = {
             "train": len(train),
             "test": len(test),
             "test_changed": changed,
-            **asdict(stats),
+            **stats,
         }
         self.log.write("data", **self.summary["data"])
-        model = self._base_model(train + test)
         if self.cfg.sft.enabled:
             model = self._sft(model, train, self.run_dir / "model" / "sft")
         return train, test, model
+
+    def _fit_web(
+        self, model: Path, train: list[PromptItem], test: list[PromptItem], stats: dict[str, Any]
+    ) -> tuple[list[PromptItem], list[PromptItem], dict[str, Any]]:
+        """The token length filter of a web run (``web_data.fit_to_tokenizer``), counted."""
+        from rlvr_world.apps.pipeline.web_data import fit_to_tokenizer
+
+        limit = self.cfg.web_data.max_tokens
+        train, long_train = fit_to_tokenizer(train, model, limit)
+        test, long_test = fit_to_tokenizer(test, model, limit)
+        if not train or not test:
+            raise ValueError(
+                f"web data: every {'train' if not train else 'held-out'} item exceeds "
+                f"data.max_tokens={limit} tokens of the policy's tokenizer"
+            )
+        stats = {**stats, "train_too_long_tokens": long_train, "test_too_long_tokens": long_test}
+        stats |= {"train_changed": sum(1 for i in train if i.changed), "max_tokens": limit}
+        return train, test, stats
 
     def _base_model(self, items: list[PromptItem]) -> Path:
         if self.cfg.model.path is not None:
@@ -100,6 +132,8 @@ class PipelineRun:
 
         s = self.cfg.sft
         name = out.name
+        if self.cfg.task == "web":
+            budget.setdefault("max_length", self.cfg.web_data.max_tokens)
         sft_cfg = SftConfig(
             epochs=budget.pop("epochs", s.epochs),
             lr=budget.pop("lr", s.lr),
@@ -148,7 +182,13 @@ class PipelineRun:
             for a in answers:
                 fh.write(json.dumps(asdict(a)) + "\n")
         self.log.write("eval", name=name, **report.to_dict())
-        logger.info("held-out %s: exact match %.3f (n=%d)", name, report.accuracy, report.n)
+        logger.info(
+            "held-out %s: %s %.3f (n=%d)",
+            name,
+            self.metric.label,
+            getattr(report, self.metric.report_key),
+            report.n,
+        )
 
     async def _curve(
         self, addrs: Addresses, redis: RedisHandle, items: list[PromptItem], done: asyncio.Event
@@ -347,23 +387,40 @@ class PipelineRun:
         steps = train_steps(self.run_dir / "trainer" / "train_log.jsonl")
         self.summary["train_reward"] = reward_trend(steps)
         if {"start", "control", "rlvr"} <= set(self.answers):
-            headline = text_headline(self.answers, self.seed, self.cfg.control.budget)
-            self.summary["headline"] = headline.to_dict()
-            self.summary["headline_text"] = describe(headline)
-            unchanged = sum(1 for a in self.answers["start"] if a.changed is False)
-            self.summary["no_change_answers"] = {
-                **no_change_rates(self.answers),
-                "true_unchanged_share": unchanged / max(len(self.answers["start"]), 1),
-            }
-            logger.info("%s", describe(headline))
-        plot = plot_curve(steps, self.evals, self.curve, self.run_dir / "curve.png")
-        write_report(self.run_dir, self.summary, self.evals, plot)
+            self._headline()
+        key = self.metric.report_key
+        plot = plot_curve(steps, self.evals, self.curve, self.run_dir / "curve.png", key=key)
+        write_report(self.run_dir, self.summary, self.evals, plot, label=self.metric.label)
         (self.run_dir / "summary.json").write_text(json.dumps(self.summary, indent=2))
         self.log.write(
             "end", **{k: v for k, v in self.summary.items() if k not in ("eval", "curve")}
         )
         self.log.close()
         return self.summary
+
+    def _headline(self) -> None:
+        """The headline and the no-change diagnostic into the summary."""
+        baseline: dict[str, float] = {}
+        if self.cfg.task == "web":
+            baseline = always_no_change_f1(self.test_items, self.cfg.rl.reward_variant)
+        budget = self.cfg.control.budget
+        head = headline(
+            self.answers,
+            self.seed,
+            budget,
+            self.metric,
+            baselines={"always_no_change": baseline["all"]} if baseline else None,
+        )
+        self.summary["headline"] = head.to_dict()
+        self.summary["headline_text"] = describe(head)
+        unchanged = sum(1 for a in self.answers["start"] if a.changed is False)
+        self.summary["no_change_answers"] = {
+            **no_change_rates(self.answers, self.metric.no_change),
+            "true_unchanged_share": unchanged / max(len(self.answers["start"]), 1),
+        }
+        if baseline:
+            self.summary["no_change_answers"]["always_no_change_f1"] = baseline
+        logger.info("%s", describe(head))
 
 
 def run_pipeline(cfg: PipelineConfig, config_path: str = "") -> dict[str, Any]:
