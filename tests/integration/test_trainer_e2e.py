@@ -187,7 +187,10 @@ run: {{run_dir: {run_dir}, total_steps: 1000, checkpoint_every: 2, device: cpu, 
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
     )
-    first = _trainer(config, redis_handle.url)
+    # The first trainer is killed, never idle-stopped (its producer may start late on a loaded
+    # machine); the resumed one starts once every group is queued, so its idle stop comes after
+    # the last one whatever pauses the producer had.
+    first = _trainer(config, redis_handle.url, "--set", "queue.idle_timeout_s=0")
     second: subprocess.Popen[bytes] | None = None
     try:
 
@@ -196,14 +199,14 @@ run: {{run_dir: {run_dir}, total_steps: 1000, checkpoint_every: 2, device: cpu, 
             ckpts = [e["step"] for e in ev if e["event"] == "checkpoint"]
             return bool(ckpts) and any(e["event"] == "step" and e["step"] > ckpts[0] for e in ev)
 
-        _wait_for(killable, 90, "a checkpoint followed by another step")
+        _wait_for(killable, 240, "a checkpoint followed by another step")
         first.send_signal(signal.SIGKILL)
-        first.wait(10)
+        first.wait(60)
         before_kill = _events(log)
         stale_ids = _push_stale(redis_handle)  # version 0, trainer already at step >= 2
+        assert producer.wait(240) == 0, producer.stderr.read() if producer.stderr else ""
         second = _trainer(config, redis_handle.url, "--resume")
-        assert producer.wait(90) == 0, producer.stderr.read() if producer.stderr else ""
-        _, err = second.communicate(timeout=120)
+        _, err = second.communicate(timeout=240)
         assert second.returncode == 0, err.decode()[-2000:]
     finally:
         for proc in (first, producer, second):
