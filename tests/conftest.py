@@ -10,6 +10,10 @@ import pytest
 
 from tests.helpers.shared import shared_dir
 
+#: pytest-timeout of a test marked ``slow`` that sets none itself (others get pyproject's 300 s): a
+#: whole pipeline run takes minutes on a loaded 2-core machine and several times that under the CPU
+#: hog of ``make test-stress``. A hang still ends; a slow machine does not fail a test.
+SLOW_TIMEOUT_S = 1200
 #: Credentials a local stack puts in this process's environment (``ensure_local_token``).
 CREDENTIAL_ENVS = ("RLVR_API_TOKEN",)
 
@@ -52,7 +56,11 @@ def _cuda_available() -> bool:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Skip tests marked ``gpu`` with a reason where CUDA is absent."""
+    """Give slow tests their longer timeout; skip tests marked ``gpu`` with a reason where CUDA
+    is absent."""
+    for item in items:
+        if "slow" in item.keywords and item.get_closest_marker("timeout") is None:
+            item.add_marker(pytest.mark.timeout(SLOW_TIMEOUT_S))
     gpu_items = [item for item in items if "gpu" in item.keywords]
     if not gpu_items or _cuda_available():
         return
