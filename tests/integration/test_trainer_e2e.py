@@ -29,6 +29,7 @@ pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 REPO = Path(__file__).resolve().parents[2]
 GROUPS = 16
+RESUMED_IDLE = "queue.idle_timeout_s=20"
 
 
 @pytest.fixture
@@ -179,6 +180,8 @@ run: {{run_dir: {run_dir}, total_steps: 1000, checkpoint_every: 2, device: cpu, 
             "6",
             "--interval",
             "0.15",
+            "--push-timeout",  # the queue is full while no trainer runs: wait for the resumed one
+            "240",
             "--ids-out",
             str(ids_file),
         ],
@@ -188,8 +191,8 @@ run: {{run_dir: {run_dir}, total_steps: 1000, checkpoint_every: 2, device: cpu, 
         stderr=subprocess.PIPE,
     )
     # The first trainer is killed, never idle-stopped (its producer may start late on a loaded
-    # machine); the resumed one starts once every group is queued, so its idle stop comes after
-    # the last one whatever pauses the producer had.
+    # machine). The resumed one stops when idle for RESUMED_IDLE (20 s, far above the producer's
+    # pause between groups: 0.15 s and a weights reload): the one time bound left in this test.
     first = _trainer(config, redis_handle.url, "--set", "queue.idle_timeout_s=0")
     second: subprocess.Popen[bytes] | None = None
     try:
@@ -204,8 +207,8 @@ run: {{run_dir: {run_dir}, total_steps: 1000, checkpoint_every: 2, device: cpu, 
         first.wait(60)
         before_kill = _events(log)
         stale_ids = _push_stale(redis_handle)  # version 0, trainer already at step >= 2
+        second = _trainer(config, redis_handle.url, "--resume", "--set", RESUMED_IDLE)
         assert producer.wait(240) == 0, producer.stderr.read() if producer.stderr else ""
-        second = _trainer(config, redis_handle.url, "--resume")
         _, err = second.communicate(timeout=240)
         assert second.returncode == 0, err.decode()[-2000:]
     finally:
