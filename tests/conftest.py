@@ -14,6 +14,20 @@ from tests.helpers.shared import shared_dir
 #: whole pipeline run takes minutes on a loaded 2-core machine and several times that under the CPU
 #: hog of ``make test-stress``. A hang still ends; a slow machine does not fail a test.
 SLOW_TIMEOUT_S = 1200
+#: The test files that take longest (measured, most first). They run first, so that the workers
+#: of ``pytest -n 2 --dist loadfile`` (``make test``) end together instead of one starting a
+#: minutes-long file near the end; only the order depends on this list.
+LONGEST_FIRST = (
+    "tests/chaos/test_chaos_pipeline.py",
+    "tests/integration/test_video_pipeline.py",
+    "tests/integration/test_video_pipeline_multistep.py",
+    "tests/integration/test_rollout_vllm.py",
+    "tests/integration/test_trainer_e2e.py",
+    "tests/chaos/test_chaos_reward.py",
+    "tests/integration/test_pipeline_loop.py",
+    "tests/integration/test_compose_mirror.py",
+    "tests/integration/test_rollout_smollm2.py",
+)
 #: Credentials a local stack puts in this process's environment (``ensure_local_token``).
 CREDENTIAL_ENVS = ("RLVR_API_TOKEN",)
 
@@ -55,9 +69,28 @@ def _cuda_available() -> bool:
     return bool(torch.cuda.is_available())
 
 
+def _module_rank(items: list[pytest.Item]) -> dict[str, int]:
+    """Rank of each test file: ``LONGEST_FIRST`` in its order, then the other files holding a
+    slow test, then the rest."""
+    slow = {str(item.path) for item in items if "slow" in item.keywords}
+    rank: dict[str, int] = {}
+    for item in items:
+        path = str(item.path)
+        if path not in rank:
+            relative = item.nodeid.split("::")[0]
+            if relative in LONGEST_FIRST:
+                rank[path] = LONGEST_FIRST.index(relative)
+            else:
+                rank[path] = len(LONGEST_FIRST) + (0 if path in slow else 1)
+    return rank
+
+
+@pytest.hookimpl(trylast=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Give slow tests their longer timeout; skip tests marked ``gpu`` with a reason where CUDA
-    is absent."""
+    """Longest test files first (whole files, their own order kept); give slow tests their
+    longer timeout; skip tests marked ``gpu`` with a reason where CUDA is absent."""
+    rank = _module_rank(items)
+    items.sort(key=lambda item: rank[str(item.path)])  # stable: a file's tests stay in order
     for item in items:
         if "slow" in item.keywords and item.get_closest_marker("timeout") is None:
             item.add_marker(pytest.mark.timeout(SLOW_TIMEOUT_S))
