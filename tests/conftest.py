@@ -7,8 +7,16 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, settings
 
 from tests.helpers.shared import shared_dir
+
+# Property tests: no per-example deadline and no "data generation too slow" health check; both
+# measure the machine's speed, not the code (tests may still set their own example counts).
+settings.register_profile(
+    "suite", deadline=None, suppress_health_check=[HealthCheck.too_slow], print_blob=True
+)
+settings.load_profile("suite")
 
 #: pytest-timeout of a test marked ``slow`` that sets none itself (others get pyproject's 300 s): a
 #: whole pipeline run takes minutes on a loaded 2-core machine and several times that under the CPU
