@@ -6,8 +6,8 @@
 adds the standard health service and reflection, and binds ``host:grpc_port`` over TLS / mTLS
 when configured (port 0 picks a free one). It returns a ``GrpcEndpoint``.
 
-``GrpcEndpoint.drain(grace_s)`` is the graceful stop: health goes NOT_SERVING, new calls get
-``UNAVAILABLE`` (retryable), the calls already running are waited for up to the grace period,
+``GrpcEndpoint.drain(grace_s)`` is the graceful stop: new calls get ``UNAVAILABLE`` (retryable),
+then health goes NOT_SERVING, the calls already running are waited for up to the grace period,
 and only then is the server stopped (whatever is left after the grace is cancelled). Stopping the
 server at once with a grace period instead cancelled calls that had arrived but were not yet
 handed to the servicer.
@@ -108,10 +108,13 @@ class GrpcEndpoint:
         await set_serving(self.health, self.service_name, serving)
 
     async def drain(self, grace_s: float) -> None:
-        """NOT_SERVING, refuse new calls, wait for running ones (up to ``grace_s``), stop."""
+        """Refuse new calls, NOT_SERVING, wait for running ones (up to ``grace_s``), stop.
+
+        Refusing comes first: ``set_serving`` yields to the event loop, and a client that saw
+        NOT_SERVING must not then get a call admitted."""
         t0 = time.monotonic()
-        await self.set_serving(False)
         self.admission.start_drain()
+        await self.set_serving(False)
         idle = await self.admission.wait_idle(grace_s)
         if not idle:
             log.warning(
