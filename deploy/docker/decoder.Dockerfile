@@ -2,6 +2,8 @@
 # RLVR-World decoder image: the token decoding service: gRPC :50062, /metrics :9102
 # (needs RLVR_DECODER_TOKENIZER). Text decoding needs the tokenizer only, so the default image has
 # no torch; WITH_FRAMES=1 adds torch for DecodeFrames (RLVR_DECODER_VIDEO_TOKENIZER).
+# Bound to 0.0.0.0, it needs RLVR_API_TOKEN (clients send it as a bearer token; without it the
+# service refuses to start, exit 2); health and /metrics are open.
 # Build from the repository root (deploy/build-images.sh builds every image, with a local base
 # where no registry can be reached):
 #   docker build -f deploy/docker/decoder.Dockerfile -t rlvr-world/decoder:0.1.0 .

@@ -1,5 +1,7 @@
 # syntax=docker/dockerfile:1
 # RLVR-World reward image: one reward worker: gRPC :50051, HTTP gateway and /metrics :8000.
+# Bound to 0.0.0.0, it needs RLVR_API_TOKEN (clients send it as a bearer token; without it the
+# service refuses to start, exit 2); health and /metrics are open.
 # Build from the repository root (deploy/build-images.sh builds every image, with a local base
 # where no registry can be reached):
 #   docker build -f deploy/docker/reward.Dockerfile -t rlvr-world/reward:0.1.0 .

@@ -1,6 +1,8 @@
 # syntax=docker/dockerfile:1
 # RLVR-World rollout image: the rollout service, transformers engine: gRPC :50061, /metrics :9101
 # (needs RLVR_ROLLOUT_MODEL; the trainer's checkpoints are read from the shared /runs volume).
+# Bound to 0.0.0.0, it needs RLVR_API_TOKEN (clients send it as a bearer token; without it the
+# service refuses to start, exit 2); health and /metrics are open.
 # Build from the repository root (deploy/build-images.sh builds every image, with a local base
 # where no registry can be reached):
 #   docker build -f deploy/docker/rollout.Dockerfile -t rlvr-world/rollout:0.1.0 .
@@ -42,7 +44,8 @@ ENV PATH=/opt/venv/bin:$PATH \
     OMP_NUM_THREADS=1 \
     RLVR_ROLLOUT_HOST=0.0.0.0 \
     RLVR_ROLLOUT_GRPC_PORT=50061 \
-    RLVR_ROLLOUT_METRICS_PORT=9101
+    RLVR_ROLLOUT_METRICS_PORT=9101 \
+    RLVR_ROLLOUT_WEIGHTS_ROOTS=/runs
 USER 10001:10001
 WORKDIR /home/rlvr
 EXPOSE 50061 9101
