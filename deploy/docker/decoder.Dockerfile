@@ -23,7 +23,7 @@ ARG TORCH_REQUIREMENT=""
 ENV PIP_DISABLE_PIP_VERSION_CHECK=1 \
     PIP_NO_CACHE_DIR=1
 WORKDIR /src
-COPY pyproject.toml README.md ./
+COPY pyproject.toml ./
 COPY deploy/docker/requirements.py ./deploy/docker/
 RUN python3 deploy/docker/requirements.py decoder > /tmp/requirements.txt \
     && index="" \
@@ -34,6 +34,7 @@ RUN python3 deploy/docker/requirements.py decoder > /tmp/requirements.txt \
     fi \
     && python3 -m venv /opt/venv \
     && /opt/venv/bin/pip install ${index:+--extra-index-url "${index}"} -r /tmp/requirements.txt
+COPY README.md ./
 COPY rlvr_world ./rlvr_world
 COPY services ./services
 COPY trainer ./trainer
