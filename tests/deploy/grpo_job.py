@@ -12,6 +12,7 @@ job must leave that account whole.
 from __future__ import annotations
 
 import asyncio
+import inspect
 import json
 import time
 from collections.abc import Callable
@@ -20,6 +21,18 @@ from typing import Any
 
 STREAM = "rlvr:scored_groups"
 WEIGHTS_KEY = "rlvr:weights:latest"
+
+
+def kitchen_items() -> tuple[list[Any], list[Any]]:
+    """The job's prompts: one slice of the kitchen data, 60 train and 8 test items. Works with
+    ``build_items(cfg)`` and with ``build_items(cfg, seed)`` (the seed then is the config's)."""
+    from rlvr_world.apps.pipeline.config import DataConfig, KitchenData
+    from rlvr_world.apps.pipeline.data import build_items
+
+    cfg = DataConfig(kitchen=KitchenData(slices=1), max_train=60, max_test=8)
+    if len(inspect.signature(build_items).parameters) > 1:
+        return build_items(cfg, getattr(cfg, "seed", 0))  # type: ignore[call-arg]
+    return build_items(cfg)
 
 
 def published_version(client: Any) -> int:
@@ -68,12 +81,14 @@ async def _orchestrate(steps: int, ledger_path: Path, timeout_s: float) -> dict[
     from rlvr_world.apps.orchestrator.ledger import Ledger
     from rlvr_world.apps.orchestrator.metrics import OrchestratorMetrics
     from rlvr_world.apps.orchestrator.worker import Orchestrator, OrchestratorConfig
-    from rlvr_world.apps.pipeline.config import DataConfig, KitchenData
-    from rlvr_world.apps.pipeline.data import build_items
-    from rlvr_world.apps.pipeline.runner import requests_forever
     from rlvr_world.queue.stream import Producer, QueueMetrics, StreamNames
 
-    train, _ = build_items(DataConfig(kitchen=KitchenData(slices=1), max_train=60, max_test=8))
+    try:
+        from rlvr_world.apps.grpo import requests_forever
+    except ImportError:  # where it was before it moved to the GRPO application module
+        from rlvr_world.apps.pipeline.runner import requests_forever
+
+    train, _ = kitchen_items()
     client = redis.Redis.from_url("redis://redis:6379/0")
     registry = CollectorRegistry()
     cfg = OrchestratorConfig(
