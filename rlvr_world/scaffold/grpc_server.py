@@ -32,14 +32,20 @@ from rlvr_world.scaffold.settings import ServiceSettings
 log = logging.getLogger(__name__)
 
 
-def new_server(max_message_bytes: int, interceptors: Sequence[Any] = ()) -> grpc.aio.Server:
-    """An unstarted server whose send/receive limits are ``max_message_bytes``."""
+def new_server(
+    max_message_bytes: int,
+    interceptors: Sequence[Any] = (),
+    options: Sequence[tuple[str, Any]] = (),
+) -> grpc.aio.Server:
+    """An unstarted server whose send/receive limits are ``max_message_bytes``; ``options`` are
+    further gRPC channel arguments of the service (e.g. ``grpc.max_connection_age_ms``)."""
     return grpc.aio.server(
         interceptors=list(interceptors),
         options=[
             ("grpc.max_receive_message_length", max_message_bytes),
             ("grpc.max_send_message_length", max_message_bytes),
             ("grpc.so_reuseport", 0),
+            *options,
         ],
     )
 
@@ -150,11 +156,13 @@ def build_grpc(
     *,
     interceptors: Sequence[Any] = (),
     on_reject: OnReject | None = None,
+    options: Sequence[tuple[str, Any]] = (),
 ) -> GrpcEndpoint:
-    """Check the bind rule, build, register, bind (module docstring). Call inside the loop."""
+    """Check the bind rule, build, register, bind (module docstring). Call inside the loop.
+    ``options``: the service's own gRPC server arguments (``new_server``)."""
     settings.check_exposure(service_name.rsplit(".", 1)[-1])
     admission = Admission(settings.token(), on_reject)
-    server = new_server(settings.max_payload_bytes, [admission, *interceptors])
+    server = new_server(settings.max_payload_bytes, [admission, *interceptors], options)
     register(server)
     health_servicer = add_health_and_reflection(server, service_name)
     port = bind(server, settings.host, settings.grpc_port, grpc_server_credentials(settings))

@@ -92,3 +92,33 @@ def test_resume_continues_a_file_whose_service_died_mid_run(
         (r["reward"], r["status"]) for r in local
     ]
     assert main([*args, "127.0.0.1:1", "--resume"]) == 0  # finished: nothing left to score
+
+
+@pytest.mark.parametrize("token", [None, "wrong"])
+def test_a_service_that_wants_a_token_stops_the_run_with_what_to_set(
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    token: str | None,
+) -> None:
+    """No token, or a wrong one: exit 2 at line 1 with the variable to set, nothing written,
+    no traceback; with the token the same command scores the file."""
+    src = tmp_path / "in.jsonl"
+    src.write_text(_web(TRUTH) + "\n" + _web("no headers") + "\n", encoding="utf-8")
+    out = tmp_path / "out.jsonl"
+    args = ["reward", "score", "--input", str(src), "--output", str(out), "--server"]
+    monkeypatch.delenv("RLVR_REWARD_API_TOKEN", raising=False)
+    settings = RewardSettings(grpc_port=0, http_port=0, workers=1, api_token="right-token")
+    with ServiceThread(settings) as svc:
+        if token is None:
+            monkeypatch.delenv("RLVR_API_TOKEN", raising=False)
+        else:
+            monkeypatch.setenv("RLVR_API_TOKEN", token)
+        assert main([*args, svc.grpc_address]) == 2
+        err = capsys.readouterr().err
+        assert "stopped at line 1: the reward service refused the call: UNAUTHENTICATED" in err
+        assert "RLVR_API_TOKEN" in err and "Traceback" not in err
+        assert out.read_text(encoding="utf-8") == ""
+        monkeypatch.setenv("RLVR_API_TOKEN", "right-token")
+        assert main([*args, svc.grpc_address, "--resume"]) == 0
+    assert [json.loads(x)["status"] for x in out.read_text().splitlines()] == ["ok", "unparseable"]
