@@ -6,9 +6,9 @@ code path of ``rlvr-world run``, with only the start checkpoint prepared here.
 The task: kitchen transitions whose true diff is empty (the action changes nothing). The start
 model is SFT-trained on answers that are right one time in five and otherwise claim a change that
 did not happen, so it samples the right answer ~20% of the time. The reward is the real strict
-exact match from the reward service; GRPO must lift the mean train reward of the last 4 steps to at
-least 0.6 and by at least 0.35 over the first 3 steps, with every group sampled at most ``max_staleness`` versions behind and the rollout
-serving the final weights.
+exact match from the reward service; GRPO must lift the mean train reward of the last 4 steps to
+at least 0.6 and by at least 0.35 over the first 3 steps, with every group sampled at most
+``max_staleness`` versions behind and the rollout serving the final weights.
 """
 
 from __future__ import annotations
