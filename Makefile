@@ -5,7 +5,8 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 export OMP_NUM_THREADS ?= 1
 
-.PHONY: setup vllm-setup chromium-setup run test lint quick slow chaos fuzz protos bench clean
+.PHONY: setup vllm-setup chromium-setup run test test-stress lint quick slow chaos fuzz protos bench \
+	clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -42,16 +43,25 @@ lint: $(STAMP)
 	$(BIN)/mypy
 	$(BIN)/lint-imports --no-logo
 
-# The test command of the README and of CI: lint, type-check, then every test, slow ones included
-# (last measured on a 2-core machine: about 12 minutes of tests, about 19 with setup, see
-# docs/benchmarks.md#test-suite; gpu-marked tests skip with a reason where CUDA is absent).
-test: lint vllm-setup chromium-setup
-	$(BIN)/python -m pytest -m ""
+# Tests run in parallel (pytest-xdist): TEST_WORKERS processes (default: one per core), each
+# taking whole test files, the longest first (tests/conftest.py).
+TEST_WORKERS ?= auto
+PYTEST_PARALLEL := -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder
 
-# Quicker loop while developing: everything not marked slow (last measured: about 2.5 minutes on
-# a 2-core machine loaded by other jobs, see docs/benchmarks.md#test-suite).
+# The test command of the README and of CI: lint, type-check, then every test, slow ones included
+# (gpu-marked tests skip with a reason where CUDA is absent). Durations: docs/benchmarks.md#test-suite.
+test: lint vllm-setup chromium-setup
+	$(BIN)/python -m pytest -m "" $(PYTEST_PARALLEL)
+
+# Quicker loop while developing: everything not marked slow.
 quick: $(STAMP)
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest $(PYTEST_PARALLEL)
+
+# The integration and slow tests STRESS_RUNS times under a CPU hog on every core
+# (scripts/test_stress.py); names each test that failed in some run. Must pass.
+STRESS_RUNS ?= 3
+test-stress: $(STAMP) vllm-setup chromium-setup
+	$(BIN)/python scripts/test_stress.py --runs $(STRESS_RUNS) -- $(PYTEST_PARALLEL)
 
 slow: $(STAMP)
 	$(BIN)/python -m pytest -m slow

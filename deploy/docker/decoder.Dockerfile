@@ -2,6 +2,8 @@
 # RLVR-World decoder image: the token decoding service: gRPC :50062, /metrics :9102
 # (needs RLVR_DECODER_TOKENIZER). Text decoding needs the tokenizer only, so the default image has
 # no torch; WITH_FRAMES=1 adds torch for DecodeFrames (RLVR_DECODER_VIDEO_TOKENIZER).
+# Bound to 0.0.0.0, it needs RLVR_API_TOKEN (clients send it as a bearer token; without it the
+# service refuses to start, exit 2); health and /metrics are open.
 # Build from the repository root (deploy/build-images.sh builds every image, with a local base
 # where no registry can be reached):
 #   docker build -f deploy/docker/decoder.Dockerfile -t rlvr-world/decoder:0.1.0 .
@@ -21,7 +23,7 @@ ARG TORCH_REQUIREMENT=""
 ENV PIP_DISABLE_PIP_VERSION_CHECK=1 \
     PIP_NO_CACHE_DIR=1
 WORKDIR /src
-COPY pyproject.toml README.md ./
+COPY pyproject.toml ./
 COPY deploy/docker/requirements.py ./deploy/docker/
 RUN python3 deploy/docker/requirements.py decoder > /tmp/requirements.txt \
     && index="" \
@@ -32,6 +34,7 @@ RUN python3 deploy/docker/requirements.py decoder > /tmp/requirements.txt \
     fi \
     && python3 -m venv /opt/venv \
     && /opt/venv/bin/pip install ${index:+--extra-index-url "${index}"} -r /tmp/requirements.txt
+COPY README.md ./
 COPY rlvr_world ./rlvr_world
 COPY services ./services
 COPY trainer ./trainer

@@ -1,5 +1,7 @@
 # syntax=docker/dockerfile:1
 # RLVR-World reward image: one reward worker: gRPC :50051, HTTP gateway and /metrics :8000.
+# Bound to 0.0.0.0, it needs RLVR_API_TOKEN (clients send it as a bearer token; without it the
+# service refuses to start, exit 2); health and /metrics are open.
 # Build from the repository root (deploy/build-images.sh builds every image, with a local base
 # where no registry can be reached):
 #   docker build -f deploy/docker/reward.Dockerfile -t rlvr-world/reward:0.1.0 .
@@ -18,7 +20,7 @@ ARG TORCHVISION_REQUIREMENT=""
 ENV PIP_DISABLE_PIP_VERSION_CHECK=1 \
     PIP_NO_CACHE_DIR=1
 WORKDIR /src
-COPY pyproject.toml README.md ./
+COPY pyproject.toml ./
 COPY deploy/docker/requirements.py ./deploy/docker/
 RUN python3 deploy/docker/requirements.py reward \
         ${TORCH_REQUIREMENT:+--replace "torch=${TORCH_REQUIREMENT}"} \
@@ -27,6 +29,7 @@ RUN python3 deploy/docker/requirements.py reward \
     && python3 -m venv /opt/venv \
     && /opt/venv/bin/pip install ${TORCH_INDEX_URL:+--extra-index-url "${TORCH_INDEX_URL}"} \
         -r /tmp/requirements.txt
+COPY README.md ./
 COPY rlvr_world ./rlvr_world
 COPY services ./services
 COPY trainer ./trainer

@@ -1,6 +1,8 @@
 # syntax=docker/dockerfile:1
 # RLVR-World rollout image: the rollout service, transformers engine: gRPC :50061, /metrics :9101
 # (needs RLVR_ROLLOUT_MODEL; the trainer's checkpoints are read from the shared /runs volume).
+# Bound to 0.0.0.0, it needs RLVR_API_TOKEN (clients send it as a bearer token; without it the
+# service refuses to start, exit 2); health and /metrics are open.
 # Build from the repository root (deploy/build-images.sh builds every image, with a local base
 # where no registry can be reached):
 #   docker build -f deploy/docker/rollout.Dockerfile -t rlvr-world/rollout:0.1.0 .
@@ -18,7 +20,7 @@ ARG TORCH_REQUIREMENT=""
 ENV PIP_DISABLE_PIP_VERSION_CHECK=1 \
     PIP_NO_CACHE_DIR=1
 WORKDIR /src
-COPY pyproject.toml README.md ./
+COPY pyproject.toml ./
 COPY deploy/docker/requirements.py ./deploy/docker/
 RUN python3 deploy/docker/requirements.py rollout \
         ${TORCH_REQUIREMENT:+--replace "torch=${TORCH_REQUIREMENT}"} \
@@ -26,6 +28,7 @@ RUN python3 deploy/docker/requirements.py rollout \
     && python3 -m venv /opt/venv \
     && /opt/venv/bin/pip install ${TORCH_INDEX_URL:+--extra-index-url "${TORCH_INDEX_URL}"} \
         -r /tmp/requirements.txt
+COPY README.md ./
 COPY rlvr_world ./rlvr_world
 COPY services ./services
 COPY trainer ./trainer
@@ -42,7 +45,8 @@ ENV PATH=/opt/venv/bin:$PATH \
     OMP_NUM_THREADS=1 \
     RLVR_ROLLOUT_HOST=0.0.0.0 \
     RLVR_ROLLOUT_GRPC_PORT=50061 \
-    RLVR_ROLLOUT_METRICS_PORT=9101
+    RLVR_ROLLOUT_METRICS_PORT=9101 \
+    RLVR_ROLLOUT_WEIGHTS_ROOTS=/runs
 USER 10001:10001
 WORKDIR /home/rlvr
 EXPOSE 50061 9101

@@ -18,7 +18,7 @@ ARG TORCH_REQUIREMENT=""
 ENV PIP_DISABLE_PIP_VERSION_CHECK=1 \
     PIP_NO_CACHE_DIR=1
 WORKDIR /src
-COPY pyproject.toml README.md ./
+COPY pyproject.toml ./
 COPY deploy/docker/requirements.py ./deploy/docker/
 RUN python3 deploy/docker/requirements.py trainer \
         ${TORCH_REQUIREMENT:+--replace "torch=${TORCH_REQUIREMENT}"} \
@@ -26,6 +26,7 @@ RUN python3 deploy/docker/requirements.py trainer \
     && python3 -m venv /opt/venv \
     && /opt/venv/bin/pip install ${TORCH_INDEX_URL:+--extra-index-url "${TORCH_INDEX_URL}"} \
         -r /tmp/requirements.txt
+COPY README.md ./
 COPY rlvr_world ./rlvr_world
 COPY services ./services
 COPY trainer ./trainer

@@ -5,8 +5,9 @@ that is not a JSON object, or whose fields are wrong, gets an ``invalid_input`` 
 line number and the field; every other line is still scored. Scoring happens in this process, or
 through a running reward service with ``server`` (a gRPC address; needs the ``reward`` extra).
 
-``resume``: continue an output file that a run stopped early (the service went away: exit code 2,
-or the process was killed). The output holds one line per non-blank input line, in order, so its
+``resume``: continue an output file that a run stopped early (the service went away or refused
+the call, e.g. without its token: exit code 2 and a message saying what to set; or the process was
+killed). The output holds one line per non-blank input line, in order, so its
 complete lines say how far the run got: those input lines are skipped, a partial last line (cut
 mid-write) is dropped, and the new results are appended. Resuming a finished file scores nothing.
 """
@@ -23,6 +24,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
+import grpc
+
 from rlvr_world.rewards.dispatch import DATA_SOURCE_TO_TASK, score_mapping
 from rlvr_world.rewards.types import RewardResult, Status, failed
 
@@ -31,14 +34,27 @@ MAX_LINE_BYTES = 16 * 1024 * 1024
 
 
 class BatchAborted(RuntimeError):
-    """The reward service went away mid-file: results up to ``lineno - 1`` were written."""
+    """The reward service went away or refused the call mid-file: results up to ``lineno - 1``
+    were written."""
 
-    def __init__(self, lineno: int, cause: Exception) -> None:
+    def __init__(self, lineno: int, cause: object, when: str = "once the service is back") -> None:
         self.lineno = lineno
         super().__init__(
             f"stopped at line {lineno}: {cause}; the results of the lines before it were written, "
-            "rerun the same command with --resume once the service is back"
+            f"rerun the same command with --resume {when}"
         )
+
+
+def _refusal(lineno: int, err: Any) -> BatchAborted:
+    """A call the service refused for every line alike (``grpc.RpcError`` that is neither
+    retryable nor a bad request: a missing token, a wrong one, an unknown method)."""
+    code = err.code()
+    cause = f"the reward service refused the call: {code.name}: {err.details()}"
+    if code.name == "UNAUTHENTICATED":
+        return BatchAborted(
+            lineno, cause, "with the service's token in RLVR_API_TOKEN (or RLVR_REWARD_API_TOKEN)"
+        )
+    return BatchAborted(lineno, cause, "once that is fixed")
 
 
 @dataclass
@@ -133,6 +149,8 @@ def score_lines(
                     result = client.score_verl(row)
                 except ConnectionError as exc:  # RewardServiceUnavailable: every retry failed
                     raise BatchAborted(lineno, exc) from exc
+                except grpc.RpcError as exc:  # refused whatever the line: no point going on
+                    raise _refusal(lineno, exc) from exc
             yield _task_name(row), _located(lineno, result)
     finally:
         if client is not None:

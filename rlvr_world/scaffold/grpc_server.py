@@ -6,8 +6,8 @@
 adds the standard health service and reflection, and binds ``host:grpc_port`` over TLS / mTLS
 when configured (port 0 picks a free one). It returns a ``GrpcEndpoint``.
 
-``GrpcEndpoint.drain(grace_s)`` is the graceful stop: health goes NOT_SERVING, new calls get
-``UNAVAILABLE`` (retryable), the calls already running are waited for up to the grace period,
+``GrpcEndpoint.drain(grace_s)`` is the graceful stop: new calls get ``UNAVAILABLE`` (retryable),
+then health goes NOT_SERVING, the calls already running are waited for up to the grace period,
 and only then is the server stopped (whatever is left after the grace is cancelled). Stopping the
 server at once with a grace period instead cancelled calls that had arrived but were not yet
 handed to the servicer.
@@ -32,14 +32,20 @@ from rlvr_world.scaffold.settings import ServiceSettings
 log = logging.getLogger(__name__)
 
 
-def new_server(max_message_bytes: int, interceptors: Sequence[Any] = ()) -> grpc.aio.Server:
-    """An unstarted server whose send/receive limits are ``max_message_bytes``."""
+def new_server(
+    max_message_bytes: int,
+    interceptors: Sequence[Any] = (),
+    options: Sequence[tuple[str, Any]] = (),
+) -> grpc.aio.Server:
+    """An unstarted server whose send/receive limits are ``max_message_bytes``; ``options`` are
+    further gRPC channel arguments of the service (e.g. ``grpc.max_connection_age_ms``)."""
     return grpc.aio.server(
         interceptors=list(interceptors),
         options=[
             ("grpc.max_receive_message_length", max_message_bytes),
             ("grpc.max_send_message_length", max_message_bytes),
             ("grpc.so_reuseport", 0),
+            *options,
         ],
     )
 
@@ -108,10 +114,13 @@ class GrpcEndpoint:
         await set_serving(self.health, self.service_name, serving)
 
     async def drain(self, grace_s: float) -> None:
-        """NOT_SERVING, refuse new calls, wait for running ones (up to ``grace_s``), stop."""
+        """Refuse new calls, NOT_SERVING, wait for running ones (up to ``grace_s``), stop.
+
+        Refusing comes first: ``set_serving`` yields to the event loop, and a client that saw
+        NOT_SERVING must not then get a call admitted."""
         t0 = time.monotonic()
-        await self.set_serving(False)
         self.admission.start_drain()
+        await self.set_serving(False)
         idle = await self.admission.wait_idle(grace_s)
         if not idle:
             log.warning(
@@ -147,11 +156,13 @@ def build_grpc(
     *,
     interceptors: Sequence[Any] = (),
     on_reject: OnReject | None = None,
+    options: Sequence[tuple[str, Any]] = (),
 ) -> GrpcEndpoint:
-    """Check the bind rule, build, register, bind (module docstring). Call inside the loop."""
+    """Check the bind rule, build, register, bind (module docstring). Call inside the loop.
+    ``options``: the service's own gRPC server arguments (``new_server``)."""
     settings.check_exposure(service_name.rsplit(".", 1)[-1])
     admission = Admission(settings.token(), on_reject)
-    server = new_server(settings.max_payload_bytes, [admission, *interceptors])
+    server = new_server(settings.max_payload_bytes, [admission, *interceptors], options)
     register(server)
     health_servicer = add_health_and_reflection(server, service_name)
     port = bind(server, settings.host, settings.grpc_port, grpc_server_credentials(settings))

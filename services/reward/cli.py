@@ -25,6 +25,12 @@ _OPTIONS: tuple[Option, ...] = (
     ),
     ("--lpips-weights", "lpips_weights", str, "local LPIPS backbone weights file"),
     ("--default-data-source", "default_data_source", str, "/get_reward plain-label data_source"),
+    (
+        "--max-connection-age-s",
+        "max_connection_age_s",
+        float,
+        "close each gRPC connection after this long so dns:/// clients re-resolve (default: never)",
+    ),
 )
 
 

@@ -211,5 +211,9 @@ def create_server(
         metrics.rejected.labels(reason, "grpc").inc()
 
     return build_grpc(
-        settings, SERVICE_NAME, lambda server: add_servicer(servicer, server), on_reject=rejected
+        settings,
+        SERVICE_NAME,
+        lambda server: add_servicer(servicer, server),
+        on_reject=rejected,
+        options=settings.grpc_server_options(),
     )

@@ -44,6 +44,8 @@ FEED_ROWS = 8
 MAX_HELD = 16
 #: Pause before replacing a process that died during its start-up (no tight respawn loop).
 RESPAWN_PAUSE_S = 1.0
+#: Longest wait for a process whose socket closed to exit, before it is killed.
+EXIT_WAIT_S = 30.0
 _HEADER = struct.Struct("!I")
 _READY = -1
 _RECV_BYTES = 1 << 20
@@ -311,14 +313,38 @@ class ScoringPool:
         self._ready_waiters.clear()
 
     def _lost(self, worker: _Worker) -> None:
-        """A process exited (EOF on its socket): fail what it held, replace it."""
+        """A process closed its socket (EOF): stop using it; once it has exited, fail what it
+        held and replace it (``_exited``).
+
+        The socket can close before the process has exited (``SystemExit`` in ``init`` drops the
+        socket, then the interpreter shuts down), and on a loaded machine that gap can be long:
+        waiting on the process's sentinel instead of a fixed join keeps the event loop free and
+        the exit code known. One that does not exit within ``EXIT_WAIT_S`` is killed."""
         assert self._loop is not None
         self._loop.remove_reader(worker.sock.fileno())
         if worker.writing:
             self._loop.remove_writer(worker.sock.fileno())
         worker.sock.close()
         self._procs.remove(worker)
-        worker.proc.join(1.0)
+        self._changed()
+        if worker.proc.exitcode is not None:
+            self._exited(worker)
+            return
+        loop, sentinel = self._loop, worker.proc.sentinel
+        kill = loop.call_later(EXIT_WAIT_S, worker.proc.kill)
+
+        def on_exit() -> None:
+            loop.remove_reader(sentinel)
+            kill.cancel()
+            self._exited(worker)
+
+        loop.add_reader(sentinel, on_exit)
+
+    def _exited(self, worker: _Worker) -> None:
+        """The process of ``worker`` has exited: fail what it held; replace it, or fail
+        ``start()`` if it died starting."""
+        assert self._loop is not None
+        worker.proc.join(1.0)  # its sentinel closed: reaped at once
         code = worker.proc.exitcode
         log.error(
             "scoring process %s died (exit code %s); starting a new one", worker.proc.pid, code

@@ -67,3 +67,17 @@ class RewardSettings(ServiceSettings):
         default=None,
         description="/get_reward: data_source for labels that are a plain ground-truth string",
     )
+    max_connection_age_s: float | None = Field(
+        default=None,
+        gt=0,
+        le=86_400,
+        description="gRPC: close each client connection after about this long (GOAWAY; calls "
+        "in flight finish), so a client of dns:///NAME resolves the name again and reaches "
+        "replicas added since it connected (unset: connections live as long as the client)",
+    )
+
+    def grpc_server_options(self) -> list[tuple[str, int]]:
+        """gRPC server arguments of these settings (``max_connection_age_s``)."""
+        if self.max_connection_age_s is None:
+            return []
+        return [("grpc.max_connection_age_ms", max(1, round(self.max_connection_age_s * 1000)))]

@@ -12,7 +12,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from rlvr_world.rewards.types import Status
+
 REPO = Path(__file__).resolve().parents[2]
+#: The message of a row whose scoring process was killed while it held the row.
+DIED = "scoring process died"
 #: Where each chaos test appends its figures (``make chaos`` prints them as a table).
 REPORT_ENV = "RLVR_CHAOS_REPORT"
 
@@ -65,18 +69,21 @@ def report(test: str, **figures: Any) -> None:
 @dataclass
 class LoadStats:
     """What a load generator saw: calls sent, answered, failed after every retry, and the
-    retries the client made (``RewardClient.retries``). ``lost``: sent but never answered nor
-    failed (must be 0)."""
+    retries the client made (``RewardClient.retries``). ``died``: answered, but with status
+    ``error`` "scoring process died" for some rows: the documented answer for the rows a scoring
+    process held when it was killed (``services.reward.pool``), not a failure of the service.
+    ``lost``: sent but never answered nor failed (must be 0)."""
 
     sent: int = 0
     ok: int = 0
     failed: int = 0
+    died: int = 0
     retried: int = 0
     errors: list[str] = field(default_factory=list)
 
     @property
     def lost(self) -> int:
-        return self.sent - self.ok - self.failed
+        return self.sent - self.ok - self.failed - self.died
 
 
 class RewardLoad:
@@ -98,12 +105,18 @@ class RewardLoad:
             try:
                 results = self.client.score_verl_batch(self._rows)
                 ok = len(results) == len(self._rows) and all(r.reward == 1.0 for r in results)
+                bad = [r for r in results if r.reward != 1.0]
+                died = len(results) == len(self._rows) and all(
+                    r.status == Status.ERROR and DIED in r.message for r in bad
+                )
                 with self._lock:
                     if ok:
                         self.stats.ok += 1
+                    elif died:
+                        self.stats.died += 1
                     else:
                         self.stats.failed += 1
-                        self.stats.errors.append(f"wrong answer: {results[:1]}")
+                        self.stats.errors.append(f"wrong answer: {bad[:1] or results}")
             except Exception as exc:  # counted, the load goes on
                 with self._lock:
                     self.stats.failed += 1

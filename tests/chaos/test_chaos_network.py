@@ -136,4 +136,5 @@ def test_a_worker_cut_off_and_restored_loses_no_call(
         recovery_s=round(back - restored, 2),
     )
     assert stats.failed == 0, stats.errors[:5]
+    assert stats.died == 0  # no scoring process was killed
     assert stats.lost == 0

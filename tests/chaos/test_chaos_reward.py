@@ -25,6 +25,7 @@ from rlvr_world.apps.supervisor import GrpcHealth, ProcessSpec, Supervisor, pick
 from rlvr_world.client import RetryPolicy, RewardClient, verl_request
 from rlvr_world.scaffold.client_auth import ensure_local_token
 from rlvr_world.v1 import reward_pb2, reward_pb2_grpc
+from services.reward.pool import MAX_HELD
 from tests.chaos.support import REPO, TRUTH, RewardLoad, report, wait_until
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.chaos]
@@ -157,6 +158,7 @@ def test_reward_replicas_survive_kills_drains_and_hostile_inputs(
                 sup.start(spec_b, timeout_s=180)
                 recovery["SIGTERM (drain) reward replica, restart"] = time.monotonic() - t0
                 load.wait_answers(20)
+                assert load.stats.died == 0  # only a killed scoring process answers so
                 t0 = time.monotonic()  # 3: SIGKILL the scoring process of replica A
                 leader = sup.get("reward-a").pid
                 victim = pool_child(leader)
@@ -177,11 +179,15 @@ def test_reward_replicas_survive_kills_drains_and_hostile_inputs(
         "reward replicas under load",
         requests_sent=stats.sent,
         failed=stats.failed,
+        answered_error_by_the_killed_scoring_process=stats.died,
         retried=stats.retried,
         lost=stats.lost,
         recovery_s={k: round(v, 2) for k, v in recovery.items()},
         hostile_inputs={k: len(v) for k, v in answers.items()},
     )
     assert stats.failed == 0, stats.errors[:5]
+    # calls whose rows the killed scoring process held are answered ``error`` for those rows
+    # (whether it held any when killed depends on timing): at most the chunks it can hold
+    assert stats.died <= MAX_HELD
     assert stats.lost == 0
     assert stats.ok > 100

@@ -32,6 +32,7 @@ from services.rollout.testing import ServiceThread as RolloutThread
 from services.rollout.weights import NOT_LOADABLE
 from tests.chaos.support import Certs
 from tests.helpers.tiny_lm import build_tiny_lm, perturbed_checkpoint, tiny_tokenizer
+from tests.helpers.waiting import capture_logs, wait_until
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.chaos]
 TOKEN = "rollout-test-token"
@@ -105,10 +106,7 @@ def refused(stub: Any, version: int, path: Path | str) -> tuple[grpc.StatusCode,
 
 
 def wait_served(stub: Any, version: int) -> None:
-    deadline = time.monotonic() + 60
-    while served(stub) != version:
-        assert time.monotonic() < deadline, f"never served version {version}"
-        time.sleep(0.05)
+    wait_until(lambda: served(stub) == version, f"the service to serve version {version}")
 
 
 def test_no_token_no_call(svc: RolloutThread, stub: Any) -> None:
@@ -128,8 +126,9 @@ def test_foreign_future_and_replayed_weights_are_refused(
     svc: RolloutThread, stub: Any, dirs: dict[str, Path], redis: RedisHandle
 ) -> None:
     wait_served(stub, 1)  # the watcher loaded the published version
-    publish(redis, 3, "/elsewhere/step_00000003")  # the watcher refuses it: outside the roots
-    time.sleep(0.5)
+    with capture_logs() as logs:
+        publish(redis, 3, "/elsewhere/step_00000003")  # the watcher refuses it: outside the roots
+        logs.wait_for(r"weights version 3 from /elsewhere/step_00000003 not loaded")
     assert served(stub) == 1
     roots, foreign = dirs["roots"], dirs["foreign"]
     expected = [

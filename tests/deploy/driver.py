@@ -7,8 +7,11 @@ check fails, with the reason on stderr.
 
 Commands:
   model      build the tiny policy (tokenizer + random Llama) into a folder the stack mounts
-  queries    the README's HTTP query (curl) on every reward replica and its gRPC batch query
-             (``rlvr-world reward score --server dns:///reward:50051``), counted per replica
+  queries    the README's HTTP query (curl, with the bearer token) on every reward replica and
+             its gRPC batch query (``rlvr-world reward score --server dns:///reward:50051``),
+             counted per replica
+  auth       calls without the token, or with a wrong one, refused by every replica (HTTP 401,
+             gRPC UNAUTHENTICATED); metrics and health open (``auth_check.py``)
   load       Score calls through ``dns:///reward:50051`` for a fixed time; ok / failed / req/s
   targets    wait until Prometheus reports the expected targets up; list them
   dashboard  every Grafana panel query evaluated on the live Prometheus
@@ -16,7 +19,9 @@ Commands:
   grpo       the orchestrator: prompts -> rollout -> decoder -> reward -> Redis, until the trainer
              container has published the wanted version; then account for every pushed group
 
-Traffic goes only to service names of the compose network. Every loop is bounded in time.
+Traffic goes only to service names of the compose network. Every loop is bounded in time. The
+stack's token comes from ``RLVR_API_TOKEN`` (``podman run --env``, never argv); every client here
+(curl, the SDK, the CLI, the orchestrator) sends it.
 """
 
 from __future__ import annotations
@@ -38,7 +43,8 @@ WEB_REQUEST = {
     "solution_str": "New items:\nNone",
     "ground_truth": "New items:\nNone",
 }
-#: README.md: ``curl -s localhost:8000/v1/score -H 'content-type: application/json' -d '{...}'``.
+#: docs/guide.md: ``curl -s localhost:8000/v1/score -H 'content-type: application/json'
+#: -H "authorization: Bearer $RLVR_API_TOKEN" -d '{...}'``.
 CURL_JSON = ("-H", "content-type: application/json")
 REWARD = "dns:///reward:50051"
 PROMETHEUS = "http://prometheus:9090"
@@ -60,25 +66,19 @@ def get_json(url: str, timeout_s: float = 10.0) -> Any:
 
 
 def replica_requests(host: str) -> float:
-    """Sum of ``rlvr_reward_requests_total`` on one replica's /metrics."""
-    with urllib.request.urlopen(f"http://{host}:8000/metrics", timeout=10) as reply:
-        text = reply.read().decode()
-    return sum(
-        float(line.rsplit(" ", 1)[1])
-        for line in text.splitlines()
-        if line.startswith("rlvr_reward_requests_total{")
-    )
+    """Sum of ``rlvr_reward_requests_total`` on one replica's /metrics (open: no token)."""
+    from auth_check import metric_sum  # beside this file
+
+    return metric_sum(host, "rlvr_reward_requests_total")
 
 
 # ---------------------------------------------------------------------------------------- model
 def cmd_model(args: argparse.Namespace) -> int:
-    from rlvr_world.apps.pipeline.config import DataConfig, KitchenData
-    from rlvr_world.apps.pipeline.data import build_items
+    from grpo_job import kitchen_items  # beside this file
+
     from rlvr_world.tiny_model import TinyLMConfig, build_tiny_lm
 
-    train, test = build_items(
-        DataConfig(kitchen=KitchenData(slices=1), max_train=60, max_test=8), 0
-    )
+    train, test = kitchen_items()
     corpus = [i.prompt for i in train + test] + [i.target for i in train + test]
     cfg = TinyLMConfig(vocab_size=512, hidden_size=32, num_layers=1, num_heads=2, max_positions=640)
     out = build_tiny_lm(Path(args.out), corpus, cfg)
@@ -88,13 +88,26 @@ def cmd_model(args: argparse.Namespace) -> int:
 
 # -------------------------------------------------------------------------------------- queries
 def cmd_queries(args: argparse.Namespace) -> int:
+    from auth_check import stack_token  # beside this file
+
     hosts: list[str] = args.hosts
     before = {h: replica_requests(h) for h in hosts}
     http: dict[str, Any] = {}
     body = json.dumps(WEB_REQUEST)
-    for host in [*hosts, "reward"]:  # the README's curl, on each replica and on the service name
+    bearer = ("-H", f"authorization: Bearer {stack_token()}")
+    for host in [*hosts, "reward"]:  # the guide's curl, on each replica and on the service name
         done = subprocess.run(
-            ["curl", "-s", "--max-time", "30", f"{host}:8000/v1/score", *CURL_JSON, "-d", body],
+            [
+                "curl",
+                "-s",
+                "--max-time",
+                "30",
+                f"{host}:8000/v1/score",
+                *CURL_JSON,
+                *bearer,
+                "-d",
+                body,
+            ],
             capture_output=True,
             text=True,
             timeout=60,
@@ -145,6 +158,13 @@ def cmd_queries(args: argparse.Namespace) -> int:
     if args.all_replicas and min(served.values()) < 1:
         return fail(f"a replica served no request: {served}")
     return 0
+
+
+# ----------------------------------------------------------------------------------------- auth
+def cmd_auth(args: argparse.Namespace) -> int:
+    from auth_check import run_auth  # beside this file
+
+    return run_auth(args.hosts, emit, fail)
 
 
 # ----------------------------------------------------------------------------------------- load
@@ -342,6 +362,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--n", type=int, default=30, help="good lines in the gRPC batch file")
     p.add_argument("--all-replicas", action="store_true", help="every replica must serve some")
     p.set_defaults(handler=cmd_queries)
+    p = sub.add_parser("auth")
+    p.add_argument("--hosts", nargs="+", required=True, help="reward container names")
+    p.set_defaults(handler=cmd_auth)
     p = sub.add_parser("load")
     p.add_argument("--seconds", type=float, required=True)
     p.add_argument("--concurrency", type=int, default=8)

@@ -22,6 +22,14 @@ STREAM = "rlvr:scored_groups"
 WEIGHTS_KEY = "rlvr:weights:latest"
 
 
+def kitchen_items() -> tuple[list[Any], list[Any]]:
+    """The job's prompts: one slice of the kitchen data, 60 train and 8 test items (seed 0)."""
+    from rlvr_world.apps.pipeline.config import DataConfig, KitchenData
+    from rlvr_world.apps.pipeline.data import build_items
+
+    return build_items(DataConfig(kitchen=KitchenData(slices=1), max_train=60, max_test=8), seed=0)
+
+
 def published_version(client: Any) -> int:
     """The trainer's last published version; 0 before the first or while Redis is away."""
     import redis
@@ -69,13 +77,9 @@ async def _orchestrate(steps: int, ledger_path: Path, timeout_s: float) -> dict[
     from rlvr_world.apps.orchestrator.ledger import Ledger
     from rlvr_world.apps.orchestrator.metrics import OrchestratorMetrics
     from rlvr_world.apps.orchestrator.worker import Orchestrator, OrchestratorConfig
-    from rlvr_world.apps.pipeline.config import DataConfig, KitchenData
-    from rlvr_world.apps.pipeline.data import build_items
     from rlvr_world.queue.stream import Producer, QueueMetrics, StreamNames
 
-    train, _ = build_items(
-        DataConfig(kitchen=KitchenData(slices=1), max_train=60, max_test=8), seed=0
-    )
+    train, _ = kitchen_items()
     client = redis.Redis.from_url("redis://redis:6379/0")
     registry = CollectorRegistry()
     cfg = OrchestratorConfig(

@@ -10,6 +10,11 @@ podman-compose 1.0.3 has no ``--scale``, no profiles and no health-gated start; 
 them: services are named explicitly, started in dependency stages that wait for health, and
 ``scale`` creates the missing replicas through ``deploy.replicas`` (``RLVR_REWARD_REPLICAS``) or
 stops and removes the extra ones. Every wait is bounded.
+
+Credentials: ``env`` holds the stack's ``RLVR_API_TOKEN``; podman-compose interpolates it into
+each service's environment, and driver containers get it with ``--env RLVR_API_TOKEN`` (taken
+from this process's environment, so it is never on a command line of ours). What is written to
+``compose.log`` or raised has the token replaced by ``<token>``.
 """
 
 from __future__ import annotations
@@ -27,6 +32,7 @@ log = logging.getLogger(__name__)
 
 ROOT = Path(__file__).resolve().parents[2]
 DRIVER_IMAGE = "rlvr-world/deploy-driver:0.1.0"
+TOKEN_ENV = "RLVR_API_TOKEN"
 
 
 class StackError(RuntimeError):
@@ -69,6 +75,10 @@ class Stack:
     def network(self) -> str:
         return f"{self.project}_default"
 
+    def redact(self, text: str) -> str:
+        token = self.env.get(TOKEN_ENV)
+        return text.replace(token, "<token>") if token else text
+
     def compose(self, *args: str, timeout_s: float = 600.0) -> str:
         env = {**os.environ, **self.env}
         done = run(
@@ -78,7 +88,9 @@ class Stack:
             check=False,
         )
         with (self.workdir / "compose.log").open("a") as fh:
-            fh.write(f"$ podman-compose {' '.join(args)}\n{done.stdout}\n{done.stderr}\n")
+            fh.write(
+                self.redact(f"$ podman-compose {' '.join(args)}\n{done.stdout}\n{done.stderr}\n")
+            )
         if done.returncode != 0:
             raise StackError(f"podman-compose {' '.join(args)}: exit {done.returncode}")
         return done.stdout
@@ -132,7 +144,7 @@ class Stack:
 
     def logs(self, name: str, tail: int = 50) -> str:
         done = run(["podman", "logs", "--tail", str(tail), name], check=False, timeout_s=60)
-        return f"--- {name} ---\n{done.stdout}{done.stderr}"
+        return self.redact(f"--- {name} ---\n{done.stdout}{done.stderr}")
 
     def scale(self, service: str, replicas: int, timeout_s: float = 240.0) -> dict[str, float]:
         """Bring ``service`` to ``replicas`` running containers; returns new ones' time to
@@ -170,15 +182,36 @@ class Stack:
             f"{ROOT / 'tests' / 'deploy'}:/driver:ro",
             "-v",
             f"{ROOT / 'deploy' / 'grafana' / 'dashboards'}:/dashboards:ro",
+            "--env",
+            TOKEN_ENV,
         ]
         for volume in volumes:
             argv += ["-v", volume]
+        env = {**os.environ, **self.env}
         if detach:
             name = f"{self.project}_driver_{int(time.monotonic() * 1000) % 10**8}"
-            run([*argv, "-d", "--name", name, DRIVER_IMAGE, *args])
+            self._run([*argv, "-d", "--name", name, DRIVER_IMAGE, *args], env=env)
             return name
-        done = run([*argv, "--rm", DRIVER_IMAGE, *args], timeout_s=timeout_s, check=False)
+        done = self._run(
+            [*argv, "--rm", DRIVER_IMAGE, *args], env=env, timeout_s=timeout_s, check=False
+        )
         return self._result(done.returncode, done.stdout, done.stderr, args[0])
+
+    def _run(
+        self,
+        argv: Sequence[str],
+        *,
+        env: dict[str, str],
+        timeout_s: float = 600.0,
+        check: bool = True,
+    ) -> subprocess.CompletedProcess[str]:
+        """``run`` with the token redacted from its output and from what it raises."""
+        try:
+            done = run(argv, env=env, timeout_s=timeout_s, check=check)
+        except StackError as exc:
+            raise StackError(self.redact(str(exc))) from None
+        done.stdout, done.stderr = self.redact(done.stdout), self.redact(done.stderr)
+        return done
 
     def wait_driver(self, name: str, timeout_s: float) -> dict[str, object]:
         """Wait for a detached driver to exit; its JSON result (removes the container)."""
@@ -186,7 +219,7 @@ class Stack:
         if done.returncode != 0:
             run(["podman", "rm", "-f", name], check=False)
             raise StackError(f"driver {name} did not finish: {done.stderr}")
-        out = run(["podman", "logs", name], check=False)
+        out = self._run(["podman", "logs", name], env=dict(os.environ), check=False)
         run(["podman", "rm", name], check=False)
         return self._result(int(done.stdout.strip() or 1), out.stdout, out.stderr, name)
 

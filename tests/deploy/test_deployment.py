@@ -3,18 +3,25 @@
 Run by ``make deploy-test`` (which installs Podman, builds the images, then runs this module with
 ``-m deploy -s``). The stack is one podman-compose project of its own (network, volumes) with the
 reward workers at 3; every client runs in a container on that project's network (``driver.py``).
+Every service is bound to 0.0.0.0 inside its container, so the stack runs with a random API token
+made for this run (``RLVR_API_TOKEN``: podman-compose's environment, the driver containers', every
+query); a reward image started without it must refuse to start.
+
 In order: each container healthy (time to healthy), the README's HTTP and gRPC queries on every
-replica, Prometheus scraping all 3 replicas, a GRPO job through the rollout, decoder, reward and
-trainer containers with a Redis restart in the middle (no scored group lost), the Grafana
-dashboard's queries on the live Prometheus, one reward container killed under load (0 failed
-requests), requests/s through 1 and 3 replicas, ``scale reward=1`` then ``=4`` under load, and a
-teardown that leaves no container, network or volume. Results are printed as they come.
+replica, calls without the token refused by every replica, Prometheus scraping all 3 replicas,
+a GRPO job through the rollout, decoder, reward and trainer containers with a Redis restart in
+the middle (no scored group lost), the Grafana dashboard's queries on the live Prometheus, one
+reward container killed under load (0 failed requests), requests/s through 1 and 3 replicas,
+``scale reward=1`` then ``=4`` under load (the client connected before the scale-up reaches every
+new replica), and a teardown that leaves no container, network or volume. Results are printed as
+they come.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import secrets
 import shutil
 import socket
 import time
@@ -22,7 +29,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.deploy.stack import DRIVER_IMAGE, Stack, run
+from tests.deploy.stack import DRIVER_IMAGE, TOKEN_ENV, Stack, run
 
 pytestmark = [pytest.mark.deploy, pytest.mark.timeout(3600)]
 
@@ -88,6 +95,7 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
             "RLVR_REWARD_REPLICAS": "3",
             "RLVR_REWARD_WORKERS": "1",
             "RLVR_TRAINER_CHECKPOINT_EVERY": "1",
+            TOKEN_ENV: secrets.token_urlsafe(32),
         },
     )
     try:
@@ -136,6 +144,34 @@ def test_readme_queries_reach_every_reward_replica(stack: Stack) -> None:
         "dns:///reward:50051)",
         result,
     )
+
+
+def test_calls_without_the_token_are_refused_by_every_replica(stack: Stack) -> None:
+    hosts = reward_hosts(stack)
+    result = stack.driver("auth", "--hosts", *hosts)
+    report(
+        "calls without the token (HTTP 401, gRPC UNAUTHENTICATED on each replica; metrics and "
+        "health open; the SDK and the CLI through dns:///reward:50051)",
+        result,
+    )
+    # The image itself refuses to serve bound to 0.0.0.0 with no token (no network: no traffic).
+    done = run(
+        [
+            "podman",
+            "run",
+            "--rm",
+            "--network",
+            "none",
+            "--env",
+            "RLVR_REWARD_WORKERS=1",
+            "rlvr-world/reward:0.1.0",
+        ],
+        timeout_s=300,
+        check=False,
+    )
+    refusal = [ln for ln in (done.stdout + done.stderr).splitlines() if "refusing to bind" in ln]
+    report("reward container without RLVR_API_TOKEN", f"exit {done.returncode}: {refusal[-1:]}")
+    assert done.returncode == 2 and refusal, (done.returncode, done.stderr[-2000:])
 
 
 def test_prometheus_scrapes_all_three_replicas(stack: Stack) -> None:
@@ -248,7 +284,7 @@ def test_requests_per_second_through_one_and_three_replicas(stack: Stack) -> Non
 
 def test_scale_to_one_then_four_under_load(stack: Stack) -> None:
     hosts = reward_hosts(stack)
-    load = stack.driver("load", "--seconds", "150", "--concurrency", "8", detach=True)
+    load = stack.driver("load", "--seconds", "180", "--concurrency", "8", detach=True)
     assert isinstance(load, str)
     time.sleep(10)
     stack.scale("reward", 1)
@@ -256,18 +292,24 @@ def test_scale_to_one_then_four_under_load(stack: Stack) -> None:
     time.sleep(15)
     new = stack.scale("reward", 4)
     report("scaled to 4 (time to healthy of the new replicas)", new)
-    time.sleep(20)
+    # The load's one client connected before the scale-up; the workers close each connection
+    # after ~30 s (RLVR_REWARD_MAX_CONNECTION_AGE_S), and gRPC's DNS resolver waits at least 30 s
+    # between lookups: 45 s is enough for it to have looked the name up again.
+    time.sleep(45)
     before = {h: counter(stack, h) for h in reward_hosts(stack)}
     time.sleep(20)
     after = {h: counter(stack, h) for h in reward_hosts(stack)}
+    served = {h: after[h] - before[h] for h in after}
     report(
-        "requests each replica served in 20 s, 20 s after the scale-up (the load's one client)",
-        {h: after[h] - before[h] for h in after},
+        "requests each replica served in 20 s, 45 s after the scale-up (the load's one client, "
+        "connected before it)",
+        served,
     )
     result = stack.wait_driver(load, timeout_s=400)
     report("load across scale 3 -> 1 -> 4", result)
     assert len(reward_hosts(stack)) == 4 and hosts[0] in reward_hosts(stack)
     assert result["failed"] == 0, result["errors"]
+    assert min(served.values()) > 0, f"a replica got no request from the client: {served}"
 
 
 def counter(stack: Stack, host: str) -> float:

