@@ -47,9 +47,7 @@ def _record(task: str, i: int, *, changed: bool, pad: int = 0) -> dict[str, obje
 
 
 def _write(path: Path, tasks: list[str], per_task: int = 10) -> Path:
-    rows = [
-        _record(task, i, changed=i % 2 == 0) for task in tasks for i in range(per_task)
-    ]
+    rows = [_record(task, i, changed=i % 2 == 0) for task in tasks for i in range(per_task)]
     path.write_text("".join(json.dumps(r) + "\n" for r in rows))
     return path
 
@@ -106,7 +104,9 @@ def test_a_fixed_split_seed_gives_every_run_seed_the_same_held_out_items(tmp_pat
     tests = [build_web_run_items(cfg, seed)[1] for seed in (0, 1, 2)]
     assert tests[0] == tests[1] == tests[2]
     free = WebDataConfig(sources=[path], test_fraction=0.4)
-    splits = {tuple(i.extra_info["task"] for i in build_web_run_items(free, s)[1]) for s in range(6)}
+    splits = {
+        tuple(i.extra_info["task"] for i in build_web_run_items(free, s)[1]) for s in range(6)
+    }
     assert len(splits) > 1  # unset: the split follows run.seed
 
 
@@ -160,7 +160,9 @@ def _item(pid: str, truth: str, changed: bool) -> PromptItem:
     return replace(web_item(pid, "p", truth), changed=changed)
 
 
-UPDATED = "New items:\nNone\n\nDeleted items:\nNone\n\nUpdated items:\n[2] button 'OK' focused: True"
+UPDATED = (
+    "New items:\nNone\n\nDeleted items:\nNone\n\nUpdated items:\n[2] button 'OK' focused: True"
+)
 
 
 def test_no_change_answer_and_its_f1_baseline() -> None:

@@ -5,10 +5,11 @@ and WebArena files, a folder of them, or a collector's output directory), then l
 ``web.items.build_web_items`` de-duplicate, split by task family (seeded by ``data.split_seed``,
 else the run's seed; ``data.test_tasks`` names held-out tasks instead), drop examples over
 ``data.max_chars`` characters of prompt + target, and cap each side (train: a seeded sample; the
-held-out side: a seeded draw that keeps its changed/unchanged shares, ``stratified_draw``). ``fit_to_tokenizer`` is the
-second length filter, once the policy's tokenizer exists: an example must fit ``data.max_tokens``
-tokens exactly as SFT encodes it (``<bos>`` prompt target ``<eos>``). Both filters are counted in
-the returned report, which the run writes to its summary; nothing is dropped silently.
+held-out side: a seeded draw that keeps its changed/unchanged shares, ``stratified_draw``).
+``fit_to_tokenizer`` is the second length filter, once the policy's tokenizer exists: an example
+must fit ``data.max_tokens`` tokens exactly as SFT encodes it (``<bos>`` prompt target
+``<eos>``). Both filters are counted in the returned report, which the run writes to its summary;
+nothing is dropped silently.
 
 Does not build a model and does not score anything.
 """
