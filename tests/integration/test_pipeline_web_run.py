@@ -14,7 +14,7 @@ from rlvr_world.apps.pipeline.config import load_pipeline_config
 from rlvr_world.apps.pipeline.runner import run_pipeline
 from rlvr_world.queue.server import REDIS_URL_ENV
 from rlvr_world.runlog import read_jsonl
-from tests.conftest import shared_dir
+from tests.helpers.shared import shared_dir
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 

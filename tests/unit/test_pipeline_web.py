@@ -25,7 +25,7 @@ from rlvr_world.apps.pipeline.results import (
 from rlvr_world.apps.pipeline.web_data import build_web_run_items, fit_to_tokenizer
 from rlvr_world.items import PromptItem, web_item
 from rlvr_world.web.items import NO_CHANGE_ANSWER, predicts_no_change
-from tests.conftest import shared_dir
+from tests.helpers.shared import shared_dir
 
 REPO = Path(__file__).resolve().parents[2]
 BEFORE = "[1] StaticText 'Pick one'\n[2] button 'OK'"
