@@ -66,8 +66,9 @@ from typing import Any
 
 import torch
 
+from rlvr_world.apps.grpo import requests_forever
 from rlvr_world.apps.pipeline.config import PipelineConfig, load_pipeline_config
-from rlvr_world.apps.pipeline.runner import PipelineRun, requests_forever
+from rlvr_world.apps.pipeline.runner import PipelineRun
 from rlvr_world.items import PromptItem, load_items
 from rlvr_world.queue.server import URL_FILENAME
 from rlvr_world.runlog import read_jsonl
@@ -212,7 +213,7 @@ def run_trl(cfg: PipelineConfig, prepared: Prepared, threads: int, out: Path) ->
     from rlvr_world.rewards.dispatch import score_mapping
     from rlvr_world.rewards.types import Status
 
-    rows = _dataset_rows(prepared.train, cfg.data.seed, rl.groups_per_step * total_steps)
+    rows = _dataset_rows(prepared.train, cfg.run.seed, rl.groups_per_step * total_steps)
     by_id = {item.prompt_id: item for item in prepared.train}
     side = Side(f"TRL GRPOTrainer ({threads} thread)", start, [])
     batch_rewards: list[float] = []
@@ -270,7 +271,7 @@ def run_trl(cfg: PipelineConfig, prepared: Prepared, threads: int, out: Path) ->
         disable_tqdm=True,
         shuffle_dataset=False,
         dataloader_num_workers=0,
-        seed=cfg.data.seed,
+        seed=cfg.run.seed,
     )
     trainer = GRPOTrainer(
         model=str(prepared.model),

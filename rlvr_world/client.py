@@ -3,14 +3,20 @@
 Addresses: ``host:port``; several, comma-separated (``h1:50051,h2:50051``), used round-robin with
 fail-over to the next on ``UNAVAILABLE``; or one ``dns:///name:port`` target, which gRPC resolves to
 every address of the name and balances with its ``round_robin`` policy (docker compose
-``--scale reward=N``, Kubernetes headless services). Calls are retried with exponential backoff
-and jitter on ``UNAVAILABLE`` and ``DEADLINE_EXCEEDED``; when every attempt fails the client raises
-``RewardServiceUnavailable`` naming the addresses and the last error. ``INVALID_ARGUMENT`` is not
-retried: it raises ``InvalidInput`` with the server's message (the ``*_verl`` helpers return it as a
-result with status ``invalid_input`` instead, like the in-process ``score_mapping``).
+``--scale reward=N``, Kubernetes headless services). ``Score`` and ``ScoreBatch`` are retried
+with exponential backoff and jitter on ``UNAVAILABLE``, ``DEADLINE_EXCEEDED`` and ``CANCELLED``
+(a replica down, overloaded or draining: scoring is idempotent, so a call the server may have
+started is safe to repeat); ``retries`` counts the repeats. When every attempt fails the client
+raises ``RewardServiceUnavailable`` naming the addresses and the last error. ``INVALID_ARGUMENT``
+is not retried: it raises ``InvalidInput`` with the server's message (the ``*_verl`` helpers return
+it as a result with status ``invalid_input`` instead, like the in-process ``score_mapping``).
+``ScoreStream`` is never retried.
 
-The bearer token comes from ``token=`` or ``RLVR_REWARD_API_TOKEN``; TLS from ``root_cert=``.
-What it does not do: pooled connections per address beyond one channel each, or hedged requests.
+Credentials (``rlvr_world.scaffold.client_auth``): the bearer token from ``token=``,
+``RLVR_REWARD_API_TOKEN`` or ``RLVR_API_TOKEN``; TLS from ``root_cert=`` or
+``RLVR_TLS_ROOT_CERT``; a client certificate (mTLS) from ``RLVR_TLS_CLIENT_CERT`` /
+``RLVR_TLS_CLIENT_KEY``. What it does not do: pooled connections per address beyond one channel
+each, or hedged requests.
 """
 
 from __future__ import annotations
@@ -23,16 +29,22 @@ import time
 from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 import grpc
 import numpy as np
 
 from rlvr_world.rewards.dispatch import task_of
 from rlvr_world.rewards.types import InvalidInput, RewardResult, Status, failed
+from rlvr_world.scaffold.client_auth import ClientAuth
 from rlvr_world.v1 import common_pb2, reward_pb2, reward_pb2_grpc
 
-RETRYABLE = (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED)
+RETRYABLE = (
+    grpc.StatusCode.UNAVAILABLE,
+    grpc.StatusCode.DEADLINE_EXCEEDED,
+    grpc.StatusCode.CANCELLED,
+)
+TOKEN_ENV = "RLVR_REWARD_API_TOKEN"
 _STATUS = {
     common_pb2.REWARD_STATUS_OK: Status.OK,
     common_pb2.REWARD_STATUS_UNPARSEABLE: Status.UNPARSEABLE,
@@ -176,37 +188,11 @@ def _invalid(err: grpc.RpcError) -> InvalidInput:
     return InvalidInput(str(err.details()))
 
 
-class _Base:
-    def __init__(
-        self,
-        address: str | Sequence[str] | None,
-        *,
-        token: str | None,
-        root_cert: str | Path | None,
-        timeout_s: float,
-        retry: RetryPolicy | None,
-        max_message_bytes: int,
-    ) -> None:
-        address = address or os.environ.get("RLVR_REWARD_ADDRESS", "127.0.0.1:50051")
-        self.addresses = split_addresses(address)
-        token = token if token is not None else os.environ.get("RLVR_REWARD_API_TOKEN") or None
-        self._metadata = (("authorization", f"Bearer {token}"),) if token else ()
-        self._creds = (
-            grpc.ssl_channel_credentials(Path(root_cert).read_bytes()) if root_cert else None
-        )
-        self.timeout_s = timeout_s
-        self.retry = retry or RetryPolicy()
-        self._options = channel_options(max_message_bytes)
-        self._next = 0
-
-    def _pick(self) -> int:
-        i = self._next % len(self.addresses)
-        self._next += 1
-        return i
+C = TypeVar("C", grpc.Channel, grpc.aio.Channel)
 
 
-class RewardClient(_Base):
-    """Blocking client; thread-safe (gRPC channels are)."""
+class _Base(Generic[C]):
+    """What both clients share: addresses, credentials, retry policy, one channel per address."""
 
     def __init__(
         self,
@@ -218,20 +204,43 @@ class RewardClient(_Base):
         retry: RetryPolicy | None = None,
         max_message_bytes: int = 64 * 1024 * 1024,
     ) -> None:
-        super().__init__(
-            address,
-            token=token,
-            root_cert=root_cert,
-            timeout_s=timeout_s,
-            retry=retry,
-            max_message_bytes=max_message_bytes,
-        )
-        self._channels = [self._channel(a) for a in self.addresses]
+        address = address or os.environ.get("RLVR_REWARD_ADDRESS", "127.0.0.1:50051")
+        self.addresses = split_addresses(address)
+        self.auth = ClientAuth.from_env(token, root_cert, token_envs=(TOKEN_ENV,))
+        self._metadata = self.auth.metadata
+        self.timeout_s = timeout_s
+        self.retry = retry or RetryPolicy()
+        self._options = channel_options(max_message_bytes)
+        self._next = 0
+        #: attempts repeated after a retryable error, over this client's life
+        self.retries = 0
+        self._channels: list[C] = [self._channel(a) for a in self.addresses]
         self._stubs = [reward_pb2_grpc.RewardServiceStub(ch) for ch in self._channels]  # type: ignore[no-untyped-call]
 
+    def _channel(self, target: str) -> C:
+        raise NotImplementedError
+
+    def _pick(self) -> int:
+        i = self._next % len(self.addresses)
+        self._next += 1
+        return i
+
+    def _verdict(self, err: grpc.RpcError) -> grpc.RpcError:
+        """``err`` if it may be retried; raises ``InvalidInput`` or ``err`` itself otherwise."""
+        if err.code() == grpc.StatusCode.INVALID_ARGUMENT:
+            raise _invalid(err) from None
+        if err.code() not in RETRYABLE:
+            raise err
+        return err
+
+
+class RewardClient(_Base[grpc.Channel]):
+    """Blocking client; thread-safe (gRPC channels are)."""
+
     def _channel(self, target: str) -> grpc.Channel:
-        if self._creds is not None:
-            return grpc.secure_channel(target, self._creds, options=self._options)
+        creds = self.auth.credentials()
+        if creds is not None:
+            return grpc.secure_channel(target, creds, options=self._options)
         return grpc.insecure_channel(target, options=self._options)
 
     def _call(self, method: str, request: Any) -> Any:
@@ -243,12 +252,9 @@ class RewardClient(_Base):
                     request, timeout=self.timeout_s, metadata=self._metadata
                 )
             except grpc.RpcError as err:
-                if err.code() == grpc.StatusCode.INVALID_ARGUMENT:
-                    raise _invalid(err) from None
-                if err.code() not in RETRYABLE:
-                    raise
-                last = err
+                last = self._verdict(err)
             if attempt + 1 < self.retry.attempts:
+                self.retries += 1
                 time.sleep(self.retry.delay(attempt))
         raise RewardServiceUnavailable(self.addresses, self.retry.attempts, last)
 
@@ -290,33 +296,13 @@ class RewardClient(_Base):
         self.close()
 
 
-class AsyncRewardClient(_Base):
+class AsyncRewardClient(_Base[grpc.aio.Channel]):
     """asyncio client (``grpc.aio``); create and use it inside one event loop."""
 
-    def __init__(
-        self,
-        address: str | Sequence[str] | None = None,
-        *,
-        token: str | None = None,
-        root_cert: str | Path | None = None,
-        timeout_s: float = 60.0,
-        retry: RetryPolicy | None = None,
-        max_message_bytes: int = 64 * 1024 * 1024,
-    ) -> None:
-        super().__init__(
-            address,
-            token=token,
-            root_cert=root_cert,
-            timeout_s=timeout_s,
-            retry=retry,
-            max_message_bytes=max_message_bytes,
-        )
-        self._channels = [self._channel(a) for a in self.addresses]
-        self._stubs = [reward_pb2_grpc.RewardServiceStub(ch) for ch in self._channels]  # type: ignore[no-untyped-call]
-
     def _channel(self, target: str) -> grpc.aio.Channel:
-        if self._creds is not None:
-            return grpc.aio.secure_channel(target, self._creds, options=self._options)
+        creds = self.auth.credentials()
+        if creds is not None:
+            return grpc.aio.secure_channel(target, creds, options=self._options)
         return grpc.aio.insecure_channel(target, options=self._options)
 
     async def _call(self, method: str, request: Any) -> Any:
@@ -328,12 +314,9 @@ class AsyncRewardClient(_Base):
                     request, timeout=self.timeout_s, metadata=self._metadata
                 )
             except grpc.RpcError as err:
-                if err.code() == grpc.StatusCode.INVALID_ARGUMENT:
-                    raise _invalid(err) from None
-                if err.code() not in RETRYABLE:
-                    raise
-                last = err
+                last = self._verdict(err)
             if attempt + 1 < self.retry.attempts:
+                self.retries += 1
                 await asyncio.sleep(self.retry.delay(attempt))
         raise RewardServiceUnavailable(self.addresses, self.retry.attempts, last)
 

@@ -1,132 +1,187 @@
-"""Confidence intervals for paired comparisons over held-out items, and a run's headline.
+"""Comparisons of two models on the same held-out items: paired bootstrap intervals and headlines.
 
-``paired_bootstrap(a, b, ...)`` estimates the mean of ``a - b`` over items with a percentile
-bootstrap: items are resampled with replacement (``resamples`` times, from a seeded generator)
-and the interval is the ``(1 - confidence) / 2`` and ``(1 + confidence) / 2`` quantiles of the
-resampled means. ``a`` and ``b`` are per-item scores ``(items,)`` or tables ``(seeds, items)``;
-a table is averaged over its seeds per item first, so the unit of resampling is always the item
-(the held-out clip), and seeds only reduce each item's noise. The two sides must describe the same
-items in the same order.
+Every claim that training helps compares the trained model with a *control* (continued MLE from
+the same start, same budget) on the *same* items, so the natural unit is the per-item difference.
+``paired_bootstrap`` resamples items (not answers) with replacement and reports the mean difference
+with a percentile interval. With several seeds, an item's score is first averaged over the seeds
+(each seed evaluates the same items), so the interval covers item sampling; the seed-to-seed
+spread is reported beside it by the caller, not folded in.
 
-``build_headline`` puts a run's main comparison into one JSON-ready dict: the metric, the number
-of items and the seeds, the means of the starting model, the control, the RLVR model and the
-copy-last-frame baseline, and the interval of RLVR minus control (sign-flipped when lower is
-better, so a positive interval always means RLVR is better).
-
-Choices: percentile bootstrap (not BCa; with hundreds of items the two agree to the third digit);
-no correction for multiple comparisons. What it does not do: no I/O, no plotting, no test of
-seeds as the unit (with three seeds a seed-level interval would be meaningless).
+``Headline`` is the ``headline`` object of a run's ``summary.json`` (DESIGN.md §8): the metric,
+n, seeds, the start / control / RLVR means, the 95% interval of RLVR - control, and whether that
+interval excludes 0. Pure numpy; no I/O.
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import numpy as np
-from numpy.typing import ArrayLike, NDArray
 
+#: One score per item, or one row of item scores per seed.
+Scores = Sequence[float] | Sequence[Sequence[float]] | np.ndarray
+
+#: Bootstrap resamples: the percentile ends of a 95% interval move by < 0.002 between seeds here.
 DEFAULT_RESAMPLES = 10_000
-DEFAULT_CONFIDENCE = 0.95
 
 
 @dataclass(frozen=True)
 class Interval:
-    """The mean of a per-item difference and its bootstrap interval ``[low, high]``."""
+    """Mean of ``a - b`` over items and its bootstrap percentile interval."""
 
     mean: float
     low: float
     high: float
     n: int
 
-    def to_dict(self) -> dict[str, float | int]:
-        return asdict(self)
+    @property
+    def excludes_zero(self) -> bool:
+        return self.low > 0.0 or self.high < 0.0
+
+    def as_list(self) -> list[float]:
+        return [self.low, self.high]
 
 
-def per_item(scores: ArrayLike, name: str = "scores") -> NDArray[np.float64]:
-    """``(items,)`` scores: a vector as it is, a ``(seeds, items)`` table averaged over seeds."""
+def _as_items(scores: Scores) -> np.ndarray:
+    """(n_items,) scores; a (n_seeds, n_items) table is averaged over seeds first."""
     arr = np.asarray(scores, dtype=np.float64)
     if arr.ndim == 2:
-        if arr.shape[0] == 0:
-            raise ValueError(f"{name}: a (seeds, items) table needs at least one seed")
         arr = arr.mean(axis=0)
     if arr.ndim != 1:
-        raise ValueError(f"{name}: expected (items,) or (seeds, items), got shape {arr.shape}")
-    if arr.size == 0:
-        raise ValueError(f"{name}: no items")
-    if not np.isfinite(arr).all():
-        raise ValueError(f"{name}: contains NaN or inf")
+        raise ValueError(f"scores must be (items,) or (seeds, items), got shape {arr.shape}")
+    if not np.all(np.isfinite(arr)):
+        raise ValueError("scores must be finite")
     return arr
 
 
 def paired_bootstrap(
-    a: ArrayLike,
-    b: ArrayLike,
+    a: Scores,
+    b: Scores,
+    *,
     resamples: int = DEFAULT_RESAMPLES,
-    confidence: float = DEFAULT_CONFIDENCE,
+    confidence: float = 0.95,
     seed: int = 0,
 ) -> Interval:
-    """Mean of ``a - b`` per item and its percentile-bootstrap interval (module docstring)."""
-    x, y = per_item(a, "a"), per_item(b, "b")
+    """Mean of ``a - b`` over paired items with a percentile bootstrap interval.
+
+    ``a`` and ``b`` hold one score per item (same order), or one row per seed. ``ValueError``
+    when the shapes differ, there are no items, or ``confidence`` is not in (0, 1)."""
+    x, y = _as_items(a), _as_items(b)
     if x.shape != y.shape:
-        raise ValueError(f"a and b: {x.size} and {y.size} items; a paired test needs the same")
-    if isinstance(resamples, bool) or not isinstance(resamples, int) or resamples < 1:
-        raise ValueError(f"resamples: expected a positive int, got {resamples!r}")
+        raise ValueError(f"paired scores differ in shape: {x.shape} vs {y.shape}")
+    if x.size == 0:
+        raise ValueError("no items to compare")
     if not 0.0 < confidence < 1.0:
-        raise ValueError(f"confidence: must lie in (0, 1), got {confidence}")
+        raise ValueError(f"confidence must be in (0, 1), got {confidence}")
+    if resamples < 1:
+        raise ValueError(f"resamples must be >= 1, got {resamples}")
     diff = x - y
     rng = np.random.default_rng(seed)
-    means = np.empty(resamples, dtype=np.float64)
-    chunk = max(1, 2_000_000 // diff.size)  # bounded memory for many items
-    for start in range(0, resamples, chunk):
-        stop = min(resamples, start + chunk)
-        idx = rng.integers(0, diff.size, size=(stop - start, diff.size))
-        means[start:stop] = diff[idx].mean(axis=1)
+    idx = rng.integers(0, diff.size, size=(resamples, diff.size))
+    means = diff[idx].mean(axis=1)
     tail = (1.0 - confidence) / 2.0
     low, high = np.quantile(means, [tail, 1.0 - tail])
-    return Interval(mean=float(diff.mean()), low=float(low), high=float(high), n=int(diff.size))
+    return Interval(float(diff.mean()), float(low), float(high), int(diff.size))
+
+
+@dataclass(frozen=True)
+class Headline:
+    """The ``headline`` of a run's summary (DESIGN.md §8)."""
+
+    metric: str
+    n: int
+    seeds: list[int]
+    start: float
+    control: float
+    rlvr: float
+    ci95: list[float]
+    ci95_excludes_zero: bool
+    rlvr_minus_start: float
+    ci95_vs_start: list[float]
+    higher_is_better: bool = True
+    splits: dict[str, dict[str, Any]] = field(default_factory=dict)
+    baselines: dict[str, float] = field(default_factory=dict)
+    control_budget: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def _compare(start: np.ndarray, control: np.ndarray, rlvr: np.ndarray) -> dict[str, Any]:
+    vs_control = paired_bootstrap(rlvr, control)
+    vs_start = paired_bootstrap(rlvr, start)
+    return {
+        "n": vs_control.n,
+        "start": float(_as_items(start).mean()),
+        "control": float(_as_items(control).mean()),
+        "rlvr": float(_as_items(rlvr).mean()),
+        "rlvr_minus_control": vs_control.mean,
+        "ci95": vs_control.as_list(),
+        "ci95_excludes_zero": vs_control.excludes_zero,
+        "rlvr_minus_start": vs_start.mean,
+        "ci95_vs_start": vs_start.as_list(),
+    }
 
 
 def build_headline(
     metric: str,
-    scores: Mapping[str, ArrayLike],
-    *,
     seeds: Sequence[int],
-    higher_is_better: bool,
-    resamples: int = DEFAULT_RESAMPLES,
-    confidence: float = DEFAULT_CONFIDENCE,
-    seed: int = 0,
-) -> dict[str, Any]:
-    """The headline of a run: ``scores`` maps ``start``, ``control``, ``rlvr`` and
-    ``copy_last_frame`` to per-item scores ``(items,)`` or ``(seeds, items)`` of ``metric``.
-
-    Returns ``metric``, ``n``, ``seeds``, the four means, ``ci95`` = ``[low, high]`` of
-    RLVR - control (control - RLVR when lower is better: positive means RLVR is better),
-    ``ci_mean`` (that difference's mean), ``confidence`` and ``higher_is_better``."""
-    needed = ("start", "control", "rlvr", "copy_last_frame")
-    missing = [k for k in needed if k not in scores]
+    scores: Mapping[str, Scores],
+    *,
+    split_of: Sequence[str] | None = None,
+    higher_is_better: bool = True,
+    baselines: Mapping[str, float] | None = None,
+    control_budget: str = "",
+) -> Headline:
+    """The headline from per-item scores of ``start``, ``control`` and ``rlvr`` (same items,
+    same order; one row per seed allowed). ``split_of`` names each item's split (e.g.
+    ``changed`` / ``unchanged``); each split gets the same comparison."""
+    missing = {"start", "control", "rlvr"} - set(scores)
     if missing:
-        raise ValueError(f"scores: missing {', '.join(missing)}")
-    items = {k: per_item(scores[k], k) for k in needed}
-    sizes = {v.size for v in items.values()}
-    if len(sizes) != 1:
-        raise ValueError(f"scores: every entry needs the same items, got sizes {sorted(sizes)}")
-    if not seeds:
-        raise ValueError("seeds: at least one")
-    better, worse = ("rlvr", "control") if higher_is_better else ("control", "rlvr")
-    interval = paired_bootstrap(items[better], items[worse], resamples, confidence, seed)
-    means = {k: float(v.mean()) for k, v in items.items()}
-    if not all(math.isfinite(v) for v in means.values()):
-        raise ValueError("scores: a mean is not finite")
-    return {
-        "metric": metric,
-        "n": interval.n,
-        "seeds": [int(s) for s in seeds],
-        **means,
-        "ci95": [interval.low, interval.high],
-        "ci_mean": interval.mean,
-        "confidence": confidence,
-        "higher_is_better": higher_is_better,
-    }
+        raise ValueError(f"scores lack {sorted(missing)}")
+    start, control, rlvr = (
+        np.asarray(scores[k], dtype=np.float64) for k in ("start", "control", "rlvr")
+    )
+    overall = _compare(start, control, rlvr)
+    splits: dict[str, dict[str, Any]] = {}
+    if split_of is not None:
+        labels = np.asarray(split_of)
+        if labels.shape[0] != start.shape[-1]:
+            raise ValueError(f"split_of has {labels.shape[0]} labels for {start.shape[-1]} items")
+        for name in sorted(set(labels.tolist())):
+            cols = labels == name
+            splits[name] = _compare(start[..., cols], control[..., cols], rlvr[..., cols])
+    return Headline(
+        metric=metric,
+        n=overall["n"],
+        seeds=list(seeds),
+        start=overall["start"],
+        control=overall["control"],
+        rlvr=overall["rlvr"],
+        ci95=overall["ci95"],
+        ci95_excludes_zero=overall["ci95_excludes_zero"],
+        rlvr_minus_start=overall["rlvr_minus_start"],
+        ci95_vs_start=overall["ci95_vs_start"],
+        higher_is_better=higher_is_better,
+        splits=splits,
+        baselines=dict(baselines or {}),
+        control_budget=control_budget,
+    )
+
+
+def describe(headline: Headline) -> str:
+    """One plain sentence on the comparison, saying when the interval includes 0."""
+    h = headline
+    diff = h.rlvr - h.control
+    verdict = (
+        "the interval excludes 0"
+        if h.ci95_excludes_zero
+        else "the interval includes 0: no difference shown"
+    )
+    return (
+        f"{h.metric}: start {h.start:.3f}, control {h.control:.3f}, RLVR {h.rlvr:.3f} "
+        f"(n = {h.n}, seeds {h.seeds}); RLVR - control {diff:+.3f}, 95% CI "
+        f"[{h.ci95[0]:+.3f}, {h.ci95[1]:+.3f}]: {verdict}"
+    )

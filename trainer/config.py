@@ -99,6 +99,23 @@ class GrpoConfig(_Section):
         description="reward an unparseable answer trains with (the paper's 0: format failures "
         "are signal); null leaves such samples out like every other non-ok status",
     )
+    truncated_reward: float | None = Field(
+        default=None,
+        ge=-1e6,
+        le=1e6,
+        description="reward a sample cut at max_tokens trains with (DAPO's overlong punishment: "
+        "an answer that never stops earns nothing); null keeps its scored reward",
+    )
+    skip_zero_spread: bool = Field(
+        default=False,
+        description="drop groups whose training rewards are all equal when they are read and "
+        "keep reading until the step is full (DAPO's dynamic sampling)",
+    )
+    log_ref_kl: bool = Field(
+        default=True,
+        description="measure the KL to the reference at every step even when kl_coef is 0 "
+        "(keeps a frozen reference and costs one no-grad forward per micro-batch)",
+    )
     epsilon: float = Field(default=1e-6, gt=0.0, le=1.0, description="std epsilon")
 
     @model_validator(mode="after")

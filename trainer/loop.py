@@ -1,7 +1,10 @@
 """The GRPO trainer loop: pull scored groups, train, checkpoint, ack, publish weights.
 
-At-least-once: entries read since the last checkpoint (trained, stale, duplicate or too-few-valid)
-are acknowledged only after the checkpoint that covers them is on disk; a restart with
+At-least-once: entries read since the last checkpoint (trained or too-few-valid) are acknowledged
+only after the checkpoint that covers them is on disk; stale and duplicate entries, and with
+``grpo.skip_zero_spread`` groups whose rewards are all equal (DAPO's dynamic sampling: a step is
+filled with groups that carry a gradient), are never trained and are acknowledged as soon as they
+are read (their drop is final); a restart with
 ``--resume`` reloads that checkpoint, re-reads this consumer's pending entries, and skips group
 ids it has already trained (the checkpointed seen-set). Malformed entries are dead-lettered by
 the queue. After each checkpoint, ``(version, path)`` is stored under ``queue.weights_key`` and
@@ -23,7 +26,8 @@ import torch
 from prometheus_client import CollectorRegistry, start_http_server
 from tqdm import tqdm  # type: ignore[import-untyped]
 
-from rlvr_world.grpo.groups import prepare_groups
+from rlvr_world.grpo.diagnostics import group_diagnostics
+from rlvr_world.grpo.groups import prepare_groups, training_reward, zero_spread
 from rlvr_world.queue.schema import ScoredGroup
 from rlvr_world.queue.server import RedisHandle, connect
 from rlvr_world.queue.stream import Consumer, QueueMetrics, StreamNames, count_stale
@@ -86,6 +90,13 @@ class Trainer:
             load_optimizer(ckpt, self.optimizer)
             self.consumer.ack(self.state.acked_ids)  # in case the last run died before acking
         self.seen = set(self.state.seen_group_ids)
+        g = cfg.grpo
+        self._reward_rules = {
+            "unparseable_reward": g.unparseable_reward,
+            "truncated_reward": g.truncated_reward,
+        }
+        self._skipped_zero_spread = 0  # zero-spread groups dropped since the last step
+        self._skipped_rewards = [0.0, 0]  # their training rewards: sum, count
         self.inflight: list[str] = []
         self.last_ckpt_step = self.state.step
         self.log.write("start", step=self.state.step, resumed_from=str(ckpt) if ckpt else None)
@@ -98,7 +109,7 @@ class Trainer:
         if mcfg.lora.enabled:
             self.policy: torch.nn.Module = wrap_lora(base, mcfg, ckpt)
         else:
-            if self.cfg.grpo.kl_coef > 0:
+            if self.cfg.grpo.kl_coef > 0 or self.cfg.grpo.log_ref_kl:
                 self.ref_model = frozen_copy(base).to(self.device)
             self.policy = load_base(mcfg, weights=ckpt) if ckpt is not None else base
         self.policy.to(self.device)
@@ -109,7 +120,7 @@ class Trainer:
         )
 
     def _ref_logits(self) -> RefLogits | None:
-        if self.cfg.grpo.kl_coef <= 0:
+        if self.cfg.grpo.kl_coef <= 0 and not self.cfg.grpo.log_ref_kl:
             return None
         temperature = self.cfg.model.temperature
         if self.ref_model is not None:
@@ -143,6 +154,18 @@ class Trainer:
             self.seen.add(gid)
             self._drop(group, "stale")
             return False
+        if self.cfg.grpo.skip_zero_spread and zero_spread(group, **self._reward_rules):
+            self.seen.add(gid)
+            self._drop(group, "zero_spread")
+            self._skipped_zero_spread += 1
+            rewards = [
+                r
+                for smp in group.samples
+                if (r := training_reward(smp, **self._reward_rules)) is not None
+            ]
+            self._skipped_rewards[0] += sum(rewards)
+            self._skipped_rewards[1] += len(rewards)
+            return False
         return True
 
     def collect(self) -> list[ScoredGroup] | None:
@@ -166,10 +189,16 @@ class Trainer:
                 if entry.entry_id in inflight:
                     continue
                 inflight.add(entry.entry_id)
-                self.inflight.append(entry.entry_id)
                 if self._accept(entry.group, batch_ids):
+                    self.inflight.append(entry.entry_id)
                     groups.append(entry.group)
                     batch_ids.add(entry.group.group_id)
+                else:
+                    # A stale, duplicate or (with skip_zero_spread) zero-spread group is never
+                    # trained, whatever happens next, so its entry is acked now: waiting for the
+                    # next checkpoint would keep it in the bounded stream, and a stream full of
+                    # such entries blocks the producers while the trainer waits for fresh groups.
+                    self.consumer.ack([entry.entry_id])
         return groups
 
     def step(self, groups: list[ScoredGroup]) -> StepStats | None:
@@ -179,7 +208,9 @@ class Trainer:
             epsilon=g.epsilon,
             norm_adv_by_std=g.norm_adv_by_std,
             unparseable_reward=g.unparseable_reward,
+            truncated_reward=g.truncated_reward,
         )
+        diagnostics = group_diagnostics(groups, self.state.step)
         for group in groups:
             self.seen.add(group.group_id)
             if group.group_id in prepared.dropped:
@@ -197,10 +228,22 @@ class Trainer:
         self.state.step += 1
         trained = prepared.group_ids
         self.state.trained_groups += len(trained)
-        self._record(stats, trained)
+        kept = len(groups) - len(prepared.dropped)
+        skipped, self._skipped_zero_spread = self._skipped_zero_spread, 0
+        flat, seen = prepared.zero_spread + skipped, kept + skipped
+        diagnostics["zero_spread_share"] = flat / seen if seen else 0.0
+        diagnostics["zero_spread_skipped"] = float(skipped)
+        # The mean training reward of every sample read for this step, skipped groups included:
+        # with skip_zero_spread, reward_mean covers the trained groups only, a biased subset.
+        total, count = self._skipped_rewards
+        self._skipped_rewards = [0.0, 0]
+        trained_sum = sum(s.reward for s in prepared.samples)
+        diagnostics["reward_read_mean"] = (trained_sum + total) / (len(prepared.samples) + count)
+        diagnostics["samples_trained"] = float(len(prepared.samples))
+        self._record(stats, trained, diagnostics)
         return stats
 
-    def _record(self, stats: StepStats, trained: list[str]) -> None:
+    def _record(self, stats: StepStats, trained: list[str], diagnostics: dict[str, float]) -> None:
         m = self.metrics
         m.steps.inc()
         m.groups.inc(len(trained))
@@ -209,6 +252,8 @@ class Trainer:
         m.kl.set(stats.kl)
         m.reward.set(stats.reward_mean)
         m.clipfrac.set(stats.clipfrac)
+        m.entropy.set(stats.entropy)
+        m.zero_spread.set(diagnostics["zero_spread_share"])
         m.version.set(self.state.step)
         m.tokens_per_s.set(stats.tokens / max(stats.seconds, 1e-9))
         if stats.skipped:
@@ -223,7 +268,8 @@ class Trainer:
             group_ids=trained,
             queue_depth=self.consumer.depth(),
             stale_waiting=stale,
-            **{k: v for k, v in vars(stats).items()},
+            **vars(stats),
+            **diagnostics,
         )
 
     def checkpoint(self) -> Path:

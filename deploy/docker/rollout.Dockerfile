@@ -1,34 +1,52 @@
 # syntax=docker/dockerfile:1
-# RLVR-World rollout image: the rollout service, transformers engine: gRPC :50061, /metrics :9101 (needs RLVR_ROLLOUT_MODEL).
-# Build from the repository root:
+# RLVR-World rollout image: the rollout service, transformers engine: gRPC :50061, /metrics :9101
+# (needs RLVR_ROLLOUT_MODEL; the trainer's checkpoints are read from the shared /runs volume).
+# Bound to 0.0.0.0, it needs RLVR_API_TOKEN (clients send it as a bearer token; without it the
+# service refuses to start, exit 2); health and /metrics are open.
+# Build from the repository root (deploy/build-images.sh builds every image, with a local base
+# where no registry can be reached):
 #   docker build -f deploy/docker/rollout.Dockerfile -t rlvr-world/rollout:0.1.0 .
-# TORCH_INDEX_URL: where the torch wheel comes from. The default is the PyTorch CPU index (small,
-# no CUDA libraries); pass --build-arg TORCH_INDEX_URL=<index URL> for another build
-# (PyPI's own index, the CUDA build), or a mirror's URL where download.pytorch.org is unreachable.
+# Build arguments:
+#   PYTHON_IMAGE       base with Python 3.11 and venv (default python:3.11-slim-bookworm)
+#   TORCH_INDEX_URL    extra index for torch (default: PyTorch's CPU builds; empty: none)
+#   TORCH_REQUIREMENT  replaces pyproject.toml's torch pin (empty: keep it)
+# Stage 1 installs the role's pinned requirements (deploy/docker/requirements.py) and the project
+# into /opt/venv; stage 2 copies that environment and runs as uid 10001.
 ARG PYTHON_IMAGE=python:3.11-slim-bookworm
 
 FROM ${PYTHON_IMAGE} AS build
 ARG TORCH_INDEX_URL=https://download.pytorch.org/whl/cpu
-ENV PIP_DISABLE_PIP_VERSION_CHECK=1
+ARG TORCH_REQUIREMENT=""
+ENV PIP_DISABLE_PIP_VERSION_CHECK=1 \
+    PIP_NO_CACHE_DIR=1
 WORKDIR /src
-COPY pyproject.toml README.md ./
+COPY pyproject.toml ./
+COPY deploy/docker/requirements.py ./deploy/docker/
+RUN python3 deploy/docker/requirements.py rollout \
+        ${TORCH_REQUIREMENT:+--replace "torch=${TORCH_REQUIREMENT}"} \
+        > /tmp/requirements.txt \
+    && python3 -m venv /opt/venv \
+    && /opt/venv/bin/pip install ${TORCH_INDEX_URL:+--extra-index-url "${TORCH_INDEX_URL}"} \
+        -r /tmp/requirements.txt
+COPY README.md ./
 COPY rlvr_world ./rlvr_world
 COPY services ./services
 COPY trainer ./trainer
-RUN pip wheel --no-cache-dir --wheel-dir /wheels --extra-index-url "${TORCH_INDEX_URL}" ".[rollout]"
+RUN /opt/venv/bin/pip install --no-deps . && /opt/venv/bin/pip check
 
 FROM ${PYTHON_IMAGE}
-ENV PIP_DISABLE_PIP_VERSION_CHECK=1 \
+RUN groupadd --gid 10001 rlvr \
+    && useradd --create-home --uid 10001 --gid 10001 --shell /usr/sbin/nologin rlvr \
+    && install -d -o 10001 -g 10001 /runs
+COPY --from=build /opt/venv /opt/venv
+ENV PATH=/opt/venv/bin:$PATH \
     PYTHONDONTWRITEBYTECODE=1 \
     PYTHONUNBUFFERED=1 \
-    OMP_NUM_THREADS=1
-RUN --mount=type=bind,from=build,source=/wheels,target=/wheels \
-    pip install --no-cache-dir --no-index --find-links /wheels "rlvr-world[rollout]==0.1.0" \
-    && groupadd --gid 10001 rlvr \
-    && useradd --create-home --uid 10001 --gid 10001 --shell /usr/sbin/nologin rlvr
-ENV RLVR_ROLLOUT_HOST=0.0.0.0 \
+    OMP_NUM_THREADS=1 \
+    RLVR_ROLLOUT_HOST=0.0.0.0 \
     RLVR_ROLLOUT_GRPC_PORT=50061 \
-    RLVR_ROLLOUT_METRICS_PORT=9101
+    RLVR_ROLLOUT_METRICS_PORT=9101 \
+    RLVR_ROLLOUT_WEIGHTS_ROOTS=/runs
 USER 10001:10001
 WORKDIR /home/rlvr
 EXPOSE 50061 9101

@@ -4,6 +4,12 @@ Reads verl-style requests one per line and writes one result per line in the sam
 that is not a JSON object, or whose fields are wrong, gets an ``invalid_input`` line naming the
 line number and the field; every other line is still scored. Scoring happens in this process, or
 through a running reward service with ``server`` (a gRPC address; needs the ``reward`` extra).
+
+``resume``: continue an output file that a run stopped early (the service went away or refused
+the call, e.g. without its token: exit code 2 and a message saying what to set; or the process was
+killed). The output holds one line per non-blank input line, in order, so its
+complete lines say how far the run got: those input lines are skipped, a partial last line (cut
+mid-write) is dropped, and the new results are appended. Resuming a finished file scores nothing.
 """
 
 from __future__ import annotations
@@ -18,6 +24,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
+import grpc
+
 from rlvr_world.rewards.dispatch import DATA_SOURCE_TO_TASK, score_mapping
 from rlvr_world.rewards.types import RewardResult, Status, failed
 
@@ -26,14 +34,27 @@ MAX_LINE_BYTES = 16 * 1024 * 1024
 
 
 class BatchAborted(RuntimeError):
-    """The reward service went away mid-file: results up to ``lineno - 1`` were written."""
+    """The reward service went away or refused the call mid-file: results up to ``lineno - 1``
+    were written."""
 
-    def __init__(self, lineno: int, cause: Exception) -> None:
+    def __init__(self, lineno: int, cause: object, when: str = "once the service is back") -> None:
         self.lineno = lineno
         super().__init__(
             f"stopped at line {lineno}: {cause}; the results of the lines before it were written, "
-            f"rerun from line {lineno} once the service is back"
+            f"rerun the same command with --resume {when}"
         )
+
+
+def _refusal(lineno: int, err: Any) -> BatchAborted:
+    """A call the service refused for every line alike (``grpc.RpcError`` that is neither
+    retryable nor a bad request: a missing token, a wrong one, an unknown method)."""
+    code = err.code()
+    cause = f"the reward service refused the call: {code.name}: {err.details()}"
+    if code.name == "UNAUTHENTICATED":
+        return BatchAborted(
+            lineno, cause, "with the service's token in RLVR_API_TOKEN (or RLVR_REWARD_API_TOKEN)"
+        )
+    return BatchAborted(lineno, cause, "once that is fixed")
 
 
 @dataclass
@@ -101,13 +122,20 @@ def _located(lineno: int, result: RewardResult) -> RewardResult:
 
 
 def score_lines(
-    lines: Iterable[str], *, variant: str | None = None, server: str | None = None
+    lines: Iterable[str],
+    *,
+    variant: str | None = None,
+    server: str | None = None,
+    skip: int = 0,
 ) -> Iterator[tuple[str, RewardResult]]:
-    """Yield ``(task, result)`` per non-blank input line, in order."""
+    """Yield ``(task, result)`` per non-blank input line, in order, after the first ``skip``."""
     client = _connect(server) if server else None
     try:
         for lineno, line in enumerate(lines, start=1):
             if not line.strip():
+                continue
+            if skip > 0:
+                skip -= 1
                 continue
             parsed = parse_line(lineno, line)
             if isinstance(parsed, RewardResult):
@@ -121,6 +149,8 @@ def score_lines(
                     result = client.score_verl(row)
                 except ConnectionError as exc:  # RewardServiceUnavailable: every retry failed
                     raise BatchAborted(lineno, exc) from exc
+                except grpc.RpcError as exc:  # refused whatever the line: no point going on
+                    raise _refusal(lineno, exc) from exc
             yield _task_name(row), _located(lineno, result)
     finally:
         if client is not None:
@@ -142,10 +172,23 @@ def _open(path: str, mode: str) -> Iterator[IO[str]]:
     if path == "-":
         yield sys.stdin if "r" in mode else sys.stdout
         return
-    if "w" in mode:
+    if "w" in mode or "a" in mode:
         Path(path).parent.mkdir(parents=True, exist_ok=True)
     with open(path, mode, encoding="utf-8", errors="replace") as fh:
         yield fh
+
+
+def done_lines(output_path: str) -> int:
+    """Complete lines of an output file to resume; a partial last line is cut off the file."""
+    path = Path(output_path)
+    if not path.exists():
+        return 0
+    with path.open("rb+") as fh:
+        data = fh.read()
+        keep = data.rfind(b"\n") + 1  # 0 when no line is complete
+        if keep < len(data):
+            fh.truncate(keep)
+    return data[:keep].count(b"\n")
 
 
 def score_file(
@@ -155,23 +198,30 @@ def score_file(
     server: str | None = None,
     variant: str | None = None,
     quiet: bool = False,
+    resume: bool = False,
 ) -> int:
     """Score ``input_path`` into ``output_path``; print a summary to stderr.
 
     Returns 0, or 2 when the reward service (``server``) became unreachable: the lines scored
-    before that are written and flushed, and the message names the line to restart from.
+    before that are written and flushed, and ``resume`` continues from there.
     """
+    if resume and output_path == "-":
+        raise SystemExit("--resume needs an output file (it reads how far the last run got)")
+    skip = done_lines(output_path) if resume else 0
     summary = Summary()
     start = time.perf_counter()
     code = 0
-    with _open(input_path, "r") as src, _open(output_path, "w") as dst:
+    with _open(input_path, "r") as src, _open(output_path, "a" if resume else "w") as dst:
         try:
-            for task, result in score_lines(src, variant=variant, server=server):
+            for task, result in score_lines(src, variant=variant, server=server, skip=skip):
                 dst.write(json.dumps(result.to_dict(), ensure_ascii=False) + "\n")
+                dst.flush()
                 summary.add(task, result)
         except BatchAborted as exc:
             sys.stderr.write(f"error: {exc}\n")
             code = 2
     if not quiet:
+        if skip:
+            sys.stderr.write(f"resumed after {skip} lines already in {output_path}\n")
         sys.stderr.write(summary.render(time.perf_counter() - start) + "\n")
     return code

@@ -71,6 +71,11 @@ def _add_reward_parser(sub: Any) -> None:
         help="default variant for lines that do not set one (default: strict)",
     )
     score.add_argument("--quiet", action="store_true", help="no summary on stderr")
+    score.add_argument(
+        "--resume",
+        action="store_true",
+        help="continue an output file a stopped run left: skip the lines it holds, append",
+    )
     score.set_defaults(handler=_run_reward_score)
 
 
@@ -78,7 +83,12 @@ def _run_reward_score(args: argparse.Namespace) -> int:
     from rlvr_world.apps.batch import score_file
 
     return score_file(
-        args.input, args.output, server=args.server, variant=args.variant, quiet=args.quiet
+        args.input,
+        args.output,
+        server=args.server,
+        variant=args.variant,
+        quiet=args.quiet,
+        resume=args.resume,
     )
 
 

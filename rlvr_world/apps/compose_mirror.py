@@ -103,6 +103,11 @@ def _command(raw: Any) -> list[str]:
     return shlex.split(raw) if isinstance(raw, str) else [str(x) for x in raw]
 
 
+def _argv(svc: dict[str, Any]) -> list[str]:
+    """What the container runs: the service's ``entrypoint`` (when set) followed by ``command``."""
+    return _command(svc.get("entrypoint")) + _command(svc.get("command"))
+
+
 @dataclass
 class Replica:
     """One planned process of a compose service."""
@@ -149,7 +154,7 @@ class ComposeMirror:
         wanted = svc.get("profiles") or []
         if wanted and not set(wanted) & set(self.profiles):
             return f"profile {wanted} not active"
-        argv = _command(svc.get("command"))
+        argv = _argv(svc)
         if argv[:1] not in (["redis-server"], ["rlvr-world"], ["python"]):
             return f"image {svc.get('image')!r} is not an RLVR-World image"
         if self.services is not None and name not in self.services:
@@ -243,7 +248,7 @@ class ComposeMirror:
             if key.upper().endswith("_HOST") and value == "0.0.0.0":
                 value = LOOPBACK
             env[key] = self._localize(value, replica, mounts)
-        argv = [self._localize(a, replica, mounts) for a in _command(svc.get("command"))]
+        argv = [self._localize(a, replica, mounts) for a in _argv(svc)]
         argv = [self._port_arg(a, replica) for a in argv]
         ready: ReadyCheck | None = self._ready(svc, replica, mounts)
         if argv[0] == "redis-server":

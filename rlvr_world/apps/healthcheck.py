@@ -3,7 +3,9 @@
 Exit status 0 when healthy, 1 otherwise (the contract of Docker's ``HEALTHCHECK`` and of an
 ``exec`` probe in Kubernetes), with one line on stderr saying why. ``grpc`` asks the standard
 ``grpc.health.v1.Health/Check`` and wants SERVING (draining services answer NOT_SERVING); ``http``
-wants a 2xx answer (``/readyz`` of the reward gateway, ``/metrics`` of the trainer).
+wants a 2xx answer (``/readyz`` of the reward gateway, ``/metrics`` of the trainer). The health
+service needs no token; over TLS the probe trusts ``RLVR_TLS_ROOT_CERT`` (and presents
+``RLVR_TLS_CLIENT_CERT`` where the service requires mTLS).
 
 ``add_healthcheck_parser(sub)`` adds the same as ``rlvr-world healthcheck``. Imports grpc only
 for the ``grpc`` probe, so a probe costs one short-lived interpreter.
@@ -24,7 +26,9 @@ def check_grpc(address: str, service: str = "", timeout_s: float = 3.0) -> str |
     import grpc
     from grpc_health.v1 import health_pb2, health_pb2_grpc
 
-    with grpc.insecure_channel(address) as channel:
+    from rlvr_world.scaffold.client_auth import ClientAuth
+
+    with ClientAuth.from_env().channel(address) as channel:
         try:
             reply = health_pb2_grpc.HealthStub(channel).Check(
                 health_pb2.HealthCheckRequest(service=service), timeout=timeout_s

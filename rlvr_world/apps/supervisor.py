@@ -63,7 +63,9 @@ class GrpcHealth:
         import grpc
         from grpc_health.v1 import health_pb2, health_pb2_grpc
 
-        with grpc.insecure_channel(self.address) as channel:
+        from rlvr_world.scaffold.client_auth import ClientAuth
+
+        with ClientAuth.from_env().channel(self.address) as channel:
             stub = health_pb2_grpc.HealthStub(channel)
             try:
                 reply = stub.Check(health_pb2.HealthCheckRequest(service=self.service), timeout=1)

@@ -5,8 +5,15 @@ Samples whose status is not ``ok`` are excluded from the group statistics and fr
 paper's GRPO gives an answer its reward function cannot read a 0, and format failures of a fresh
 model are exactly what RL has to fix). Statuses stay honest on the wire; the choice is the
 trainer's.
+A sample cut at the token limit (``truncated``: it could have stopped and did not) trains with
+``truncated_reward`` when that is set, whatever it was scored: DAPO's overlong punishment. Without
+it, an answer that never stops is free (the text-game scorers read the first complete answer and
+ignore what follows), and a policy drifts there (FINDINGS 2026-12-01). Left unset, the sample keeps
+its scored reward.
 A group left with fewer than two valid samples is dropped (reason ``too_few_valid``): its
 advantage would be 0 (all-equal) or the raw reward (singleton rule), neither a useful signal.
+``PreparedBatch.zero_spread`` counts the kept groups whose training rewards are all equal: their
+advantages are 0, so they add no policy gradient (only KL and entropy terms).
 Rewards reaching the advantage are finite by the schema's validation, so no NaN reaches the loss.
 A sample's ``loss_mask`` (tokens the rollout forced) travels with it to the trainer's response mask;
 masked tokens still count as the sample's tokens for the group statistics (one reward per sample).
@@ -46,14 +53,22 @@ class PreparedBatch:
 
     samples: list[TrainSample]
     dropped: dict[str, str] = field(default_factory=dict)
+    #: Kept groups whose training rewards are all equal (advantage 0 for every sample).
+    zero_spread: int = 0
 
     @property
     def group_ids(self) -> list[str]:
         return sorted({s.group_id for s in self.samples})
 
 
-def training_reward(sample: ScoredSample, unparseable_reward: float | None) -> float | None:
+def training_reward(
+    sample: ScoredSample,
+    unparseable_reward: float | None,
+    truncated_reward: float | None = None,
+) -> float | None:
     """The reward a sample trains with, or None when it is left out."""
+    if sample.truncated and truncated_reward is not None and _scored(sample, unparseable_reward):
+        return truncated_reward
     if sample.ok:
         return float(sample.reward)  # type: ignore[arg-type]
     if sample.status is Status.UNPARSEABLE and unparseable_reward is not None:
@@ -61,8 +76,29 @@ def training_reward(sample: ScoredSample, unparseable_reward: float | None) -> f
     return None
 
 
+def _scored(sample: ScoredSample, unparseable_reward: float | None) -> bool:
+    """Whether the sample takes part at all (ok, or unparseable with a reward for it)."""
+    return sample.ok or (sample.status is Status.UNPARSEABLE and unparseable_reward is not None)
+
+
 def _mask(sample: ScoredSample) -> tuple[int, ...] | None:
     return tuple(sample.loss_mask) if sample.loss_mask is not None else None
+
+
+def zero_spread(
+    group: ScoredGroup,
+    *,
+    unparseable_reward: float | None = None,
+    truncated_reward: float | None = None,
+) -> bool:
+    """Whether the group's training rewards are all equal (or fewer than two take part): every
+    advantage would be 0, so the group adds no policy gradient."""
+    rewards = {
+        r
+        for s in group.samples
+        if (r := training_reward(s, unparseable_reward, truncated_reward)) is not None
+    }
+    return len(rewards) <= 1
 
 
 def prepare_groups(
@@ -71,19 +107,22 @@ def prepare_groups(
     epsilon: float = 1e-6,
     norm_adv_by_std: bool = True,
     unparseable_reward: float | None = None,
+    truncated_reward: float | None = None,
 ) -> PreparedBatch:
     """Compute advantages over the valid samples of each group; drop groups with < 2 valid."""
     kept: list[tuple[ScoredGroup, int]] = []
     rewards: list[float] = []
     dropped: dict[str, str] = {}
+    zero_spread = 0
     for group in groups:
-        trained = [training_reward(s, unparseable_reward) for s in group.samples]
-        valid = [i for i, r in enumerate(trained) if r is not None]
+        trained = [training_reward(s, unparseable_reward, truncated_reward) for s in group.samples]
+        valid = [r for r in trained if r is not None]
         if len(valid) < MIN_VALID_SAMPLES:
             dropped[group.group_id] = "too_few_valid"
             continue
-        kept.extend((group, i) for i in valid)
-        rewards.extend(trained[i] for i in valid)  # type: ignore[misc]
+        zero_spread += max(valid) == min(valid)
+        kept.extend((group, i) for i, r in enumerate(trained) if r is not None)
+        rewards.extend(valid)
     if not kept:
         return PreparedBatch([], dropped)
     scores = torch.tensor(rewards, dtype=torch.float64)
@@ -105,4 +144,4 @@ def prepare_groups(
         )
         for k, (g, i) in enumerate(kept)
     ]
-    return PreparedBatch(samples, dropped)
+    return PreparedBatch(samples, dropped, zero_spread)

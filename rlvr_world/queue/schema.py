@@ -40,8 +40,9 @@ class SchemaError(ValueError):
 
 
 class ScoredSample(BaseModel):
-    """One sampled response: tokens, behaviour log-probs (one per token), reward and status, and
-    optionally which tokens the trainer leaves out of the loss (``loss_mask``)."""
+    """One sampled response: tokens, behaviour log-probs (one per token), reward and status,
+    optionally which tokens the trainer leaves out of the loss (``loss_mask``), and whether it was
+    cut at the token limit (``truncated``)."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
@@ -59,6 +60,14 @@ class ScoredSample(BaseModel):
         description=(
             "per response token: 1 trained, 0 left out of the loss (e.g. tokens the rollout "
             "forced, such as a video model's ground-truth actions); null: every token trained"
+        ),
+    )
+    truncated: bool = Field(
+        default=False,
+        description=(
+            "the sample hit max_tokens before its end-of-sequence token, although the request "
+            "let it stop (never set when the request ignored EOS, as video rollouts do); the "
+            "trainer's grpo.truncated_reward decides what it trains with"
         ),
     )
 

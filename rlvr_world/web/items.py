@@ -11,7 +11,10 @@ side (``max_train`` a seeded sample, ``max_test`` the first in order). ``WebItem
 what each stage kept, so nothing is dropped silently.
 
 ``f1_by_change`` is the evaluation aggregate: mean F1 over all items, over the unchanged ones
-(the answer is three ``None`` sections) and over the changed ones.
+(the answer is three ``None`` sections) and over the changed ones. ``predicts_no_change`` says
+whether an answer is that "nothing changes" answer (``NO_CHANGE_ANSWER``): a world model that
+always gives it is useless, yet F1 credits it on every unchanged item and, through the ``None``
+sections, partly on changed ones.
 """
 
 from __future__ import annotations
@@ -23,16 +26,24 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from rlvr_world.items import PromptItem, web_item
-from rlvr_world.rewards.web import score_web
-from rlvr_world.tasks.web import WebTransition, build_web_prompt, render_diff
+from rlvr_world.rewards.web import parse_sections_strict, score_web
+from rlvr_world.tasks.web import (
+    EMPTY_SECTION,
+    TreeDiff,
+    WebTransition,
+    build_web_prompt,
+    render_diff,
+)
 from rlvr_world.web.dataset import dedupe, split_tasks, task_of, transition_key, within_length
 
 __all__ = [
     "DEFAULT_MAX_TOKENS",
+    "NO_CHANGE_ANSWER",
     "F1Split",
     "WebItems",
     "build_web_items",
     "f1_by_change",
+    "predicts_no_change",
     "target_scores_one",
     "web_transition_item",
 ]
@@ -40,6 +51,9 @@ __all__ = [
 #: The CPU-sized length limit: prompt + target tokens (the paper's is 5,000), the context of the
 #: pipeline's default tiny model (``TinyLMConfig.max_positions``).
 DEFAULT_MAX_TOKENS = 1024
+
+#: The answer "the action changes nothing": three ``None`` sections.
+NO_CHANGE_ANSWER = render_diff(TreeDiff())
 
 
 def web_transition_item(
@@ -163,3 +177,11 @@ def f1_by_change(items: Sequence[PromptItem], rewards: Sequence[float]) -> F1Spl
         n_changed=len(changed),
         f1_changed=_mean(changed),
     )
+
+
+def predicts_no_change(text: str) -> bool:
+    """Whether an answer says nothing changed: parsed strictly, it has at least one ``None`` item
+    and no other item (headers alone, with no item at all, say nothing)."""
+    sections, found = parse_sections_strict(text)
+    items = set().union(*sections.values())
+    return found and items == {EMPTY_SECTION}

@@ -1,7 +1,9 @@
-"""gRPC transport of the decoder service: ``DecoderService``, health and reflection.
+"""gRPC transport of the decoder service: ``DecoderService``, on the service scaffold
+(``rlvr_world.scaffold``: token / TLS / mTLS, drain, health, reflection).
 
-``create_server(settings, decoder)`` builds and binds a ``grpc.aio`` server (port 0 picks a free
-one) and returns it with the bound port and its health servicer. Status codes: INVALID_ARGUMENT
+``create_server(settings, decoder)`` builds and binds the server (port 0 picks a free one) and
+returns its ``GrpcEndpoint``. Status codes: UNAUTHENTICATED without the bearer token (when one is
+set), INVALID_ARGUMENT for malformed request bytes, INVALID_ARGUMENT
 for ids outside the vocabulary (naming the first, ``requests[i].token_ids[j]`` in a batch), an
 unknown ``special_tokens`` mode or a batch over ``max_batch``; for ``DecodeFrames`` INVALID_ARGUMENT
 for a wrong token count, ids outside the visual codebook or context ids a per-frame tokenizer does
@@ -17,9 +19,8 @@ import logging
 from typing import Any
 
 import grpc
-from grpc_health.v1 import health
 
-from rlvr_world import grpc_common
+from rlvr_world.scaffold.grpc_server import GrpcEndpoint, build_grpc
 from rlvr_world.v1 import common_pb2, decoder_pb2, decoder_pb2_grpc
 from services.decoder.frames import FrameDecoder
 from services.decoder.settings import DecoderSettings
@@ -118,16 +119,11 @@ def create_server(
     decoder: TextDecoder,
     interceptors: tuple[Any, ...] = (),
     frames: FrameDecoder | None = None,
-) -> tuple[grpc.aio.Server, int, health.aio.HealthServicer]:
-    """Build and bind the gRPC server (not started); returns it, the bound port and its health."""
-    server = grpc_common.new_server(settings.max_payload_bytes, interceptors)
-    decoder_pb2_grpc.add_DecoderServiceServicer_to_server(  # type: ignore[no-untyped-call]
-        DecoderServicer(decoder, settings, frames), server
-    )
-    health_servicer = grpc_common.add_health_and_reflection(server, SERVICE_NAME)
-    port = grpc_common.bind(server, settings.host, settings.grpc_port)
-    return server, port, health_servicer
+) -> GrpcEndpoint:
+    """Build and bind the gRPC server (not started)."""
+    servicer = DecoderServicer(decoder, settings, frames)
 
+    def register(server: grpc.aio.Server) -> None:
+        decoder_pb2_grpc.add_DecoderServiceServicer_to_server(servicer, server)  # type: ignore[no-untyped-call]
 
-async def set_serving(health_servicer: health.aio.HealthServicer, serving: bool) -> None:
-    await grpc_common.set_serving(health_servicer, SERVICE_NAME, serving)
+    return build_grpc(settings, SERVICE_NAME, register, interceptors=interceptors)

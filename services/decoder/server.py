@@ -1,9 +1,9 @@
 """Run one decoder server: the tokenizer and the gRPC server.
 
 ``start_service(settings)`` loads the tokenizer, binds (port 0 resolved), starts, and returns a
-``RunningService``; ``RunningService.stop()`` drains: health goes NOT_SERVING, the server refuses
-new calls and in-flight ones get ``settings.grace_s``. ``serve(settings)`` does this until SIGTERM
-or SIGINT.
+``RunningService``; ``RunningService.stop()`` drains (``rlvr_world.scaffold.grpc_server``): health
+goes NOT_SERVING, new calls get UNAVAILABLE and the ones running get ``settings.grace_s``.
+``serve(settings)`` does this until SIGTERM or SIGINT.
 """
 
 from __future__ import annotations
@@ -13,13 +13,11 @@ import logging
 from dataclasses import dataclass
 from typing import Any
 
-import grpc
-from grpc_health.v1 import health
-
-from rlvr_world.service_metrics import GrpcMetrics
-from rlvr_world.service_thread import serve_until_signal
+from rlvr_world.scaffold.grpc_server import GrpcEndpoint, ServesGrpc
+from rlvr_world.scaffold.metrics import GrpcMetrics
+from rlvr_world.scaffold.thread import serve_until_signal
 from services.decoder.frames import FrameDecoder
-from services.decoder.grpc_server import create_server, set_serving
+from services.decoder.grpc_server import create_server
 from services.decoder.metrics import decoder_metrics
 from services.decoder.settings import DecoderSettings
 from services.decoder.text import TextDecoder
@@ -28,27 +26,20 @@ log = logging.getLogger(__name__)
 
 
 @dataclass
-class RunningService:
+class RunningService(ServesGrpc):
     settings: DecoderSettings
     decoder: TextDecoder
-    grpc_server: grpc.aio.Server
-    grpc_port: int
-    health: health.aio.HealthServicer
+    endpoint: GrpcEndpoint
     metrics: GrpcMetrics | None = None
     metrics_http: Any = None
     metrics_port: int | None = None
     frames: FrameDecoder | None = None
 
-    @property
-    def grpc_address(self) -> str:
-        return f"{self.settings.host}:{self.grpc_port}"
-
     async def stop(self, grace_s: float | None = None) -> None:
         """Drain: refuse new work, let in-flight calls finish within the grace period, stop."""
         grace = self.settings.grace_s if grace_s is None else grace_s
         log.info("draining (grace %.1fs)", grace)
-        await set_serving(self.health, False)
-        await self.grpc_server.stop(grace)
+        await self.endpoint.drain(grace)
         if self.metrics_http is not None:
             self.metrics_http.shutdown()
         log.info("stopped")
@@ -57,6 +48,7 @@ class RunningService:
 async def start_service(settings: DecoderSettings) -> RunningService:
     """Load the tokenizer, start the gRPC server; log the port."""
     loop = asyncio.get_running_loop()
+    settings.check_exposure("decoder")  # before the tokenizer loads, not after
     decoder = await loop.run_in_executor(None, TextDecoder, settings.tokenizer, settings.gguf_file)
     frames = None
     if settings.video_tokenizer is not None:
@@ -67,19 +59,17 @@ async def start_service(settings: DecoderSettings) -> RunningService:
             None, FrameDecoder, settings.video_tokenizer, settings.frame_batch, settings.max_frames
         )
     metrics = decoder_metrics()
-    server, port, health_servicer = create_server(
-        settings, decoder, (metrics.interceptor(),), frames
-    )
+    endpoint = create_server(settings, decoder, (metrics.interceptor(),), frames)
     metrics_http, metrics_port = None, None
     if settings.metrics_port is not None:
         metrics_http, metrics_port = metrics.start_http(settings.host, settings.metrics_port)
-    await server.start()
-    await set_serving(health_servicer, True)
+    await endpoint.start()
     log.info(
-        "decoder service ready: gRPC %s:%d, metrics port %s, tokenizer %s (%d ids), frames: %s",
-        settings.host,
-        port,
+        "decoder service ready: gRPC %s, metrics port %s, auth %s, tokenizer %s (%d ids), "
+        "frames: %s",
+        endpoint.address,
         metrics_port,
+        settings.auth_summary(),
         settings.tokenizer,
         decoder.vocab_size,
         "not loaded"
@@ -89,9 +79,7 @@ async def start_service(settings: DecoderSettings) -> RunningService:
     return RunningService(
         settings,
         decoder,
-        server,
-        port,
-        health_servicer,
+        endpoint,
         metrics,
         metrics_http,
         metrics_port,

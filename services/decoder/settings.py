@@ -7,10 +7,12 @@ global. ``tokenizer`` is required (a missing one fails at boot).
 from __future__ import annotations
 
 from pydantic import Field
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic_settings import SettingsConfigDict
+
+from rlvr_world.scaffold.settings import ServiceSettings
 
 
-class DecoderSettings(BaseSettings):
+class DecoderSettings(ServiceSettings):
     """One decoder server: a tokenizer behind gRPC."""
 
     model_config = SettingsConfigDict(env_prefix="RLVR_DECODER_", extra="ignore")
@@ -25,7 +27,6 @@ class DecoderSettings(BaseSettings):
     frame_batch: int = Field(default=64, ge=1, le=65536, description="frames per decoder forward")
     max_frames: int = Field(default=4096, ge=1, le=1_000_000, description="frames per request")
     torch_threads: int = Field(default=1, ge=1, le=1024, description="torch threads for frames")
-    host: str = Field(default="127.0.0.1", description="interface the gRPC server binds")
     grpc_port: int = Field(default=50062, ge=0, le=65535, description="0 picks a free port")
     metrics_port: int | None = Field(
         default=None,
@@ -34,8 +35,3 @@ class DecoderSettings(BaseSettings):
         description="serve Prometheus /metrics on this port (0: a free one; unset: off)",
     )
     max_batch: int = Field(default=4096, ge=1, le=1_000_000, description="requests per batch")
-    max_payload_bytes: int = Field(
-        default=64 * 1024 * 1024, ge=1024, le=2**31 - 1, description="largest gRPC message"
-    )
-    grace_s: float = Field(default=10.0, ge=0, le=600, description="SIGTERM grace for in-flight")
-    log_level: str = Field(default="INFO", description="logging level of the entrypoint")

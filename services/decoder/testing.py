@@ -7,7 +7,7 @@ exit. Callers use ordinary blocking clients against ``svc.grpc_address``.
 
 from __future__ import annotations
 
-from rlvr_world.service_thread import ServiceThread as _ServiceThread
+from rlvr_world.scaffold.thread import ServiceThread as _ServiceThread
 from services.decoder.server import RunningService, start_service
 from services.decoder.settings import DecoderSettings
 

@@ -17,7 +17,6 @@ and int64 become uint8). NaN or infinity is rejected.
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -26,6 +25,7 @@ from typing import Any, NamedTuple
 import numpy as np
 from pydantic import ValidationError
 
+from rlvr_world.bounded_json import loads_bounded
 from rlvr_world.rewards.dispatch import TextScoreRequest, describe_validation_error
 from rlvr_world.rewards.types import InvalidInput, RewardResult, Status
 from rlvr_world.rewards.video import VideoRewardConfig
@@ -249,13 +249,11 @@ def text_job(  # noqa: PLR0917 (the verl fields, in verl's order)
 
 
 def parse_extra_info(raw: str, name: str = "extra_info_json") -> dict[str, Any] | None:
-    """JSON object text -> dict; empty -> None."""
+    """JSON object text -> dict; empty -> None. Depth, size and text limits:
+    ``rlvr_world.bounded_json`` (a hostile nesting is refused, not a ``RecursionError``)."""
     if not raw:
         return None
-    try:
-        value = json.loads(raw)
-    except json.JSONDecodeError as exc:
-        raise InvalidInput(f"{name}: not valid JSON ({exc.msg} at char {exc.pos})") from None
+    value = loads_bounded(raw, name)
     if value is not None and not isinstance(value, dict):
         raise InvalidInput(f"{name}: must be a JSON object, got {type(value).__name__}")
     return value

@@ -24,7 +24,7 @@ import os
 import threading
 import time
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
@@ -44,7 +44,7 @@ from services.reward.convert import (
     result_to_proto,
 )
 from services.reward.metrics import RewardMetrics
-from services.reward.pool import ProcessDied, ScoringPool
+from services.reward.pool import ChunkFailed, ProcessDied, ScoringPool
 from services.reward.rawbatch import (
     Entry,
     RawAnswer,
@@ -220,13 +220,44 @@ class RewardEngine:
         self._perceptual: dict[tuple[str, str], BatchedPerceptual] = {}
         self._perceptual_lock = threading.Lock()
         self.ready = False
+        #: pool processes ready to score
+        self.live = 0
+        self._health_listeners: list[Callable[[bool], None]] = []
 
     # ------------------------------------------------------------ lifecycle
+
+    @property
+    def healthy(self) -> bool:
+        """Started, and every pool process up (one dead and being replaced: degraded)."""
+        return self.ready and self.live >= self.settings.workers
+
+    def health_text(self) -> str:
+        if not self.ready:
+            return "not started"
+        return f"{self.live} of {self.settings.workers} scoring processes up"
+
+    def on_health(self, listener: Callable[[bool], None]) -> None:
+        """Call ``listener(healthy)`` on the event loop each time ``healthy`` changes."""
+        self._health_listeners.append(listener)
+
+    def _set_health(self, ready: bool, live: int) -> None:
+        before = self.healthy
+        self.ready, self.live = ready, live
+        self.metrics.pool_live.set(live)
+        if self.healthy != before:
+            if not self.healthy and self.ready:
+                log.warning("scoring pool degraded: %s", self.health_text())
+            for listener in self._health_listeners:
+                listener(self.healthy)
 
     async def start(self) -> None:
         """Start the pool and wait until every process answers; build preloaded scorers."""
         self._pool = ScoringPool(
-            self.settings.workers, run_chunk, _worker_init, on_change=self._track
+            self.settings.workers,
+            run_chunk,
+            _worker_init,
+            on_change=self._track,
+            on_live=lambda live: self._set_health(self.ready, live),
         )
         loop = asyncio.get_running_loop()
         t0 = time.perf_counter()
@@ -240,10 +271,10 @@ class RewardEngine:
             self.settings.workers,
             time.perf_counter() - t0,
         )
-        self.ready = True
+        self._set_health(True, self._pool.live)
 
     def close(self) -> None:
-        self.ready = False
+        self.ready, self.live = False, 0  # no listener: the servers are already stopped
         if self._pool is not None:
             self._pool.close()
             self._pool = None
@@ -446,7 +477,7 @@ class RewardEngine:
     ) -> None:
         try:
             value = fut.result()
-        except ProcessDied as exc:
+        except (ProcessDied, ChunkFailed) as exc:
             value = [failed(Status.ERROR, str(exc))] * len(idx)
         except Exception as exc:
             log.exception("scoring failed")

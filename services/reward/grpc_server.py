@@ -1,36 +1,37 @@
-"""gRPC transport of the reward service: ``RewardService`` (Score, ScoreBatch, ScoreStream), the
-standard health service, server reflection, bearer-token auth and optional TLS.
+"""gRPC transport of the reward service: ``RewardService`` (Score, ScoreBatch, ScoreStream), on the
+service scaffold (``rlvr_world.scaffold``: token / TLS / mTLS, drain, health, reflection).
 
-``create_server(settings, engine, metrics)`` builds and binds a ``grpc.aio`` server and returns it
-with the bound port (port 0 picks a free one), so tests and ``services.reward.server`` control its
+``create_server(settings, engine, metrics)`` builds and binds the server and returns its
+``GrpcEndpoint`` (port 0 picks a free one), so tests and ``services.reward.server`` control its
 lifetime. Bad requests are refused with ``INVALID_ARGUMENT`` and a message naming the field
-(``requests[3].frames.shape: ...``). ``ScoreBatch`` is served on its wire bytes: the pool parses,
-checks, scores and encodes its text requests (``services.reward.rawbatch``). For ``Score`` and
-``ScoreStream`` a text request's ``extra_info_json`` and options are checked by the scoring process
-(``convert.RawTextJob``), whose ``convert.Rejected`` is refused the same way (one whose deadline
-passes before it is checked gets status ``timeout``). Oversized messages get
-``RESOURCE_EXHAUSTED`` from gRPC itself.
+(``requests[3].frames.shape: ...``); malformed request bytes too (``request: malformed
+ScoreRequest message``), never ``UNKNOWN``. A missing or wrong bearer token gets
+``UNAUTHENTICATED`` before the request is parsed. ``ScoreBatch`` is served on its wire bytes:
+the pool parses, checks, scores and encodes its text requests (``services.reward.rawbatch``).
+For ``Score`` and ``ScoreStream`` a text request's ``extra_info_json`` and options are checked
+by the scoring process (``convert.RawTextJob``), whose ``convert.Rejected`` is refused the same
+way (one whose deadline passes before it is checked gets status ``timeout``). Oversized messages
+get ``RESOURCE_EXHAUSTED`` from gRPC itself.
 ScoreStream is pipelined: up to ``STREAM_WINDOW`` requests per stream are scored concurrently and
 answered as they finish (match them by ``request_id``); a malformed message on a stream gets a
-response with status ``REWARD_STATUS_INVALID_INPUT`` instead of ending the stream.
+response with status ``REWARD_STATUS_INVALID_INPUT`` instead of ending the stream (its messages
+are parsed here, one by one, for that reason).
 """
 
 from __future__ import annotations
 
 import asyncio
-import hmac
 import logging
 import time
 from collections import Counter
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator
 from contextlib import contextmanager
 from typing import Any
 
 import grpc
-from grpc_health.v1 import health
 
-from rlvr_world import grpc_common
 from rlvr_world.rewards.types import InvalidInput, RewardResult, Status, failed
+from rlvr_world.scaffold.grpc_server import GrpcEndpoint, build_grpc
 from rlvr_world.v1 import reward_pb2, reward_pb2_grpc
 from services.reward.convert import Job, Rejected, job_from_proto, result_to_proto
 from services.reward.engine import RewardEngine
@@ -42,7 +43,6 @@ log = logging.getLogger(__name__)
 SERVICE_NAME = reward_pb2.DESCRIPTOR.services_by_name["RewardService"].full_name
 #: Requests of one stream scored at the same time (backpressure beyond that).
 STREAM_WINDOW = 256
-_OPEN_PREFIXES = ("/grpc.health.v1.Health/",)
 
 
 class RewardServicer(reward_pb2_grpc.RewardServiceServicer):
@@ -120,8 +120,14 @@ class RewardServicer(reward_pb2_grpc.RewardServiceServicer):
                 self.metrics.requests.labels(task, status, "grpc").inc(count)
             return outcome.reply
 
-    async def _score_streamed(self, req: reward_pb2.ScoreRequest) -> reward_pb2.ScoreResponse:
+    async def _score_streamed(self, raw: bytes) -> reward_pb2.ScoreResponse:
         t0 = time.perf_counter()
+        try:
+            req = reward_pb2.ScoreRequest.FromString(raw)
+        except Exception as exc:  # DecodeError: answered on the stream, which goes on
+            self.metrics.rejected.labels("invalid_input", "grpc").inc()
+            msg = f"request: malformed ScoreRequest message ({type(exc).__name__})"
+            return result_to_proto("", failed(Status.INVALID_INPUT, msg))
         try:
             job = job_from_proto(req)
         except InvalidInput as exc:
@@ -137,13 +143,13 @@ class RewardServicer(reward_pb2_grpc.RewardServiceServicer):
 
     async def ScoreStream(  # noqa: N802 (gRPC method name)
         self,
-        request_iterator: AsyncIterator[reward_pb2.ScoreRequest],
+        request_iterator: AsyncIterator[bytes],
         context: grpc.aio.ServicerContext,
     ) -> AsyncIterator[reward_pb2.ScoreResponse]:
         out: asyncio.Queue[reward_pb2.ScoreResponse | None] = asyncio.Queue()
         window = asyncio.Semaphore(STREAM_WINDOW)
 
-        async def one(req: reward_pb2.ScoreRequest) -> None:
+        async def one(req: bytes) -> None:
             try:
                 await out.put(await self._score_streamed(req))
             finally:
@@ -172,61 +178,13 @@ class RewardServicer(reward_pb2_grpc.RewardServiceServicer):
                 reader.cancel()
 
 
-# ---------------------------------------------------------------- auth
-
-
-def _deny(handler: grpc.RpcMethodHandler) -> grpc.RpcMethodHandler:
-    """A handler of the same kind as ``handler`` that refuses with UNAUTHENTICATED."""
-    msg = "authorization: missing or wrong bearer token (metadata 'authorization: Bearer <token>')"
-
-    async def unary(_req: Any, ctx: grpc.aio.ServicerContext) -> Any:
-        await ctx.abort(grpc.StatusCode.UNAUTHENTICATED, msg)
-
-    async def streaming(_req: Any, ctx: grpc.aio.ServicerContext) -> AsyncIterator[Any]:
-        await ctx.abort(grpc.StatusCode.UNAUTHENTICATED, msg)
-        yield None  # pragma: no cover - abort raises
-
-    kw = {
-        "request_deserializer": handler.request_deserializer,
-        "response_serializer": handler.response_serializer,
-    }
-    if handler.unary_unary:
-        return grpc.unary_unary_rpc_method_handler(unary, **kw)
-    if handler.unary_stream:
-        return grpc.unary_stream_rpc_method_handler(streaming, **kw)
-    if handler.stream_unary:
-        return grpc.stream_unary_rpc_method_handler(unary, **kw)
-    return grpc.stream_stream_rpc_method_handler(streaming, **kw)
-
-
-class BearerAuthInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
-    """Requires ``authorization: Bearer <token>`` on every method except the health service."""
-
-    def __init__(self, token: str, metrics: RewardMetrics) -> None:
-        self._expected = f"Bearer {token}".encode()
-        self._metrics = metrics
-
-    async def intercept_service(
-        self,
-        continuation: Callable[[grpc.HandlerCallDetails], Awaitable[grpc.RpcMethodHandler]],
-        details: grpc.HandlerCallDetails,
-    ) -> grpc.RpcMethodHandler:
-        handler = await continuation(details)
-        if handler is None or details.method.startswith(_OPEN_PREFIXES):
-            return handler
-        given = dict(details.invocation_metadata or ()).get("authorization", "")
-        if isinstance(given, str) and hmac.compare_digest(given.encode(), self._expected):
-            return handler
-        self._metrics.rejected.labels("unauthenticated", "grpc").inc()
-        return _deny(handler)
-
-
 # ---------------------------------------------------------------- server
 
 
 def add_servicer(servicer: RewardServicer, server: grpc.aio.Server) -> None:
     """``reward_pb2_grpc.add_RewardServiceServicer_to_server``, except that ``ScoreBatch`` takes
-    and returns serialized bytes (``services.reward.rawbatch``); the wire format is unchanged."""
+    and returns serialized bytes (``services.reward.rawbatch``) and ``ScoreStream`` takes
+    serialized requests; the wire format is unchanged. ``Score`` is parsed by the scaffold."""
     score_req, score_resp = reward_pb2.ScoreRequest, reward_pb2.ScoreResponse
     handlers = {
         "Score": grpc.unary_unary_rpc_method_handler(
@@ -236,9 +194,7 @@ def add_servicer(servicer: RewardServicer, server: grpc.aio.Server) -> None:
         ),
         "ScoreBatch": grpc.unary_unary_rpc_method_handler(servicer.ScoreBatch),
         "ScoreStream": grpc.stream_stream_rpc_method_handler(
-            servicer.ScoreStream,
-            request_deserializer=score_req.FromString,
-            response_serializer=score_resp.SerializeToString,
+            servicer.ScoreStream, response_serializer=score_resp.SerializeToString
         ),
     }
     server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(SERVICE_NAME, handlers),))
@@ -247,18 +203,17 @@ def add_servicer(servicer: RewardServicer, server: grpc.aio.Server) -> None:
 
 def create_server(
     settings: RewardSettings, engine: RewardEngine, metrics: RewardMetrics
-) -> tuple[grpc.aio.Server, int, health.aio.HealthServicer]:
-    """Build and bind the gRPC server (not started); returns it, the bound port and its health."""
-    token = settings.token()
-    interceptors = [BearerAuthInterceptor(token, metrics)] if token else []
-    server = grpc_common.new_server(settings.max_payload_bytes, interceptors)
-    add_servicer(RewardServicer(engine, metrics, settings), server)
-    health_servicer = grpc_common.add_health_and_reflection(server, SERVICE_NAME)
-    port = grpc_common.bind(
-        server, settings.host, settings.grpc_port, settings.tls_cert, settings.tls_key
+) -> GrpcEndpoint:
+    """Build and bind the gRPC server (not started)."""
+    servicer = RewardServicer(engine, metrics, settings)
+
+    def rejected(reason: str) -> None:
+        metrics.rejected.labels(reason, "grpc").inc()
+
+    return build_grpc(
+        settings,
+        SERVICE_NAME,
+        lambda server: add_servicer(servicer, server),
+        on_reject=rejected,
+        options=settings.grpc_server_options(),
     )
-    return server, port, health_servicer
-
-
-async def set_serving(health_servicer: health.aio.HealthServicer, serving: bool) -> None:
-    await grpc_common.set_serving(health_servicer, SERVICE_NAME, serving)

@@ -82,6 +82,11 @@ class RewardMetrics:
         self.pool_workers = Gauge(
             "rlvr_reward_pool_workers", "Processes in the text-scoring pool.", registry=r
         )
+        self.pool_live = Gauge(
+            "rlvr_reward_pool_live_workers",
+            "Pool processes ready to score (below rlvr_reward_pool_workers: degraded).",
+            registry=r,
+        )
         self.pool_busy = Gauge(
             "rlvr_reward_pool_busy_workers",
             "Pool processes with work now (min of queued chunks and workers).",

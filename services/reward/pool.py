@@ -11,8 +11,12 @@ in a backlog and go to whichever process answers first, which keeps the processe
 Frames are a 4-byte big-endian length and a pickle: ``(chunk_id, rows)`` to a process,
 ``(chunk_id, results)`` back (``chunk_id`` -1 is the start-up "ready"). A chunk whose future is
 cancelled (deadline) before it is sent is dropped; one already sent runs and its result is dropped.
-A process that dies fails the chunks it held (``ProcessDied``) and is replaced (after a pause if it
-died before it was ready); one that dies during ``start()`` makes ``start()`` raise.
+A chunk whose function raises (a bug, ``MemoryError``, an answer that cannot be pickled) is
+answered ``ChunkFailed`` and the process goes on: no request can make it exit. A process that dies
+anyway (killed, a crash in native code) fails the chunks it held (``ProcessDied``) and is replaced
+(after a pause if it died before it was ready); one that dies during ``start()`` makes ``start()``
+raise. ``live`` counts the processes ready to score; ``on_change`` reports it, so readiness can
+say when the pool is degraded.
 """
 
 from __future__ import annotations
@@ -40,6 +44,8 @@ FEED_ROWS = 8
 MAX_HELD = 16
 #: Pause before replacing a process that died during its start-up (no tight respawn loop).
 RESPAWN_PAUSE_S = 1.0
+#: Longest wait for a process whose socket closed to exit, before it is killed.
+EXIT_WAIT_S = 30.0
 _HEADER = struct.Struct("!I")
 _READY = -1
 _RECV_BYTES = 1 << 20
@@ -49,6 +55,10 @@ ChunkFn = Callable[[Any], Any]
 
 class ProcessDied(RuntimeError):
     """The process scoring a chunk exited before answering it."""
+
+
+class ChunkFailed(RuntimeError):
+    """The chunk's function raised in the process (which lives on); the message says what."""
 
 
 def frame(obj: object) -> bytes:
@@ -72,7 +82,16 @@ def _worker_main(sock: socket.socket, fn: ChunkFn, init: Callable[[], None] | No
             return  # the pool closed its end: shut down
         (size,) = _HEADER.unpack(head)
         chunk_id, rows = pickle.loads(reader.read(size))
-        sock.sendall(frame((chunk_id, fn(rows))))
+        sock.sendall(_answer(chunk_id, fn, rows))
+
+
+def _answer(chunk_id: int, fn: ChunkFn, rows: Any) -> bytes:
+    """The framed answer to one chunk; ``ChunkFailed`` instead of dying when anything raises."""
+    try:
+        return frame((chunk_id, fn(rows)))
+    except Exception as exc:  # everything a request could trigger; the process must live on
+        log.exception("chunk %d failed in the scoring process", chunk_id)
+        return frame((chunk_id, ChunkFailed(f"{type(exc).__name__}: {str(exc)[:500]}")))
 
 
 @dataclass
@@ -103,12 +122,15 @@ class ScoringPool:
         fn: ChunkFn,
         init: Callable[[], None] | None = None,
         on_change: Callable[[int, int], None] | None = None,
+        on_live: Callable[[int], None] | None = None,
     ) -> None:
-        """``on_change(busy_processes, outstanding_chunks)`` is called whenever either changes."""
+        """``on_change(busy_processes, outstanding_chunks)`` is called whenever either may have
+        changed, ``on_live(live_processes)`` likewise (on the event loop)."""
         self.workers = workers
         self._fn = fn
         self._init = init
         self._on_change = on_change
+        self._on_live = on_live
         self._loop: asyncio.AbstractEventLoop | None = None
         self._procs: list[_Worker] = []
         self._backlog: deque[_Chunk] = deque()
@@ -220,10 +242,17 @@ class ScoringPool:
             self._flush(worker)
         self._changed()
 
+    @property
+    def live(self) -> int:
+        """Processes started and ready to score (fewer than ``workers``: degraded)."""
+        return sum(1 for w in self._procs if w.ready)
+
     def _changed(self) -> None:
         if self._on_change is not None:
             busy = sum(1 for w in self._procs if w.held)
             self._on_change(busy, self.outstanding)
+        if self._on_live is not None:
+            self._on_live(self.live)
 
     def _flush(self, worker: _Worker) -> None:
         """Write as much of the outbox as the socket takes; the rest when it is writable."""
@@ -264,9 +293,14 @@ class ScoringPool:
             if chunk_id == _READY:
                 worker.ready = True
                 self._wake_starters()
+                self._changed()
             else:
                 chunk = worker.held.pop(chunk_id)
-                if not chunk.future.done():
+                if chunk.future.done():
+                    pass
+                elif isinstance(results, ChunkFailed):
+                    chunk.future.set_exception(results)
+                else:
                     chunk.future.set_result(results)
             answered = True
         if answered:
@@ -279,14 +313,38 @@ class ScoringPool:
         self._ready_waiters.clear()
 
     def _lost(self, worker: _Worker) -> None:
-        """A process exited (EOF on its socket): fail what it held, replace it."""
+        """A process closed its socket (EOF): stop using it; once it has exited, fail what it
+        held and replace it (``_exited``).
+
+        The socket can close before the process has exited (``SystemExit`` in ``init`` drops the
+        socket, then the interpreter shuts down), and on a loaded machine that gap can be long:
+        waiting on the process's sentinel instead of a fixed join keeps the event loop free and
+        the exit code known. One that does not exit within ``EXIT_WAIT_S`` is killed."""
         assert self._loop is not None
         self._loop.remove_reader(worker.sock.fileno())
         if worker.writing:
             self._loop.remove_writer(worker.sock.fileno())
         worker.sock.close()
         self._procs.remove(worker)
-        worker.proc.join(1.0)
+        self._changed()
+        if worker.proc.exitcode is not None:
+            self._exited(worker)
+            return
+        loop, sentinel = self._loop, worker.proc.sentinel
+        kill = loop.call_later(EXIT_WAIT_S, worker.proc.kill)
+
+        def on_exit() -> None:
+            loop.remove_reader(sentinel)
+            kill.cancel()
+            self._exited(worker)
+
+        loop.add_reader(sentinel, on_exit)
+
+    def _exited(self, worker: _Worker) -> None:
+        """The process of ``worker`` has exited: fail what it held; replace it, or fail
+        ``start()`` if it died starting."""
+        assert self._loop is not None
+        worker.proc.join(1.0)  # its sentinel closed: reaped at once
         code = worker.proc.exitcode
         log.error(
             "scoring process %s died (exit code %s); starting a new one", worker.proc.pid, code

@@ -1,9 +1,12 @@
 """Run one reward worker: the gRPC server and the HTTP gateway in one event loop, one scoring pool.
 
-``start_service(settings)`` starts everything and returns a ``RunningService`` (ports bound, port 0
-resolved); ``RunningService.stop()`` drains gracefully: health goes NOT_SERVING and ``/readyz`` 503,
-both servers stop accepting, in-flight calls get ``settings.grace_s`` to finish, then the pool
-shuts down. ``serve(settings)`` does this until SIGTERM or SIGINT.
+``start_service(settings)`` checks the bind rule (``rlvr_world.scaffold.settings``), starts
+everything and returns a ``RunningService`` (ports bound, port 0 resolved). Both servers take the
+same credentials: the bearer token (gRPC metadata, HTTP header) and the TLS / mTLS certificates.
+``RunningService.stop()`` drains gracefully: health goes NOT_SERVING and ``/readyz`` 503, new gRPC
+calls get UNAVAILABLE and the HTTP server stops accepting connections, the calls already running
+get ``settings.grace_s`` to finish, then the pool shuts down. ``serve(settings)`` does this until
+SIGTERM or SIGINT.
 """
 
 from __future__ import annotations
@@ -12,17 +15,17 @@ import asyncio
 import contextlib
 import logging
 import socket
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
-import grpc
 import uvicorn
 from fastapi import FastAPI
-from grpc_health.v1 import health
 
-from rlvr_world.service_thread import serve_until_signal
+from rlvr_world.scaffold.auth import uvicorn_ssl
+from rlvr_world.scaffold.grpc_server import GrpcEndpoint, ServesGrpc
+from rlvr_world.scaffold.thread import serve_until_signal
 from services.reward.engine import RewardEngine
-from services.reward.grpc_server import create_server, set_serving
+from services.reward.grpc_server import create_server
 from services.reward.http.router import create_app
 from services.reward.http.serving import RewardServing
 from services.reward.metrics import RewardMetrics
@@ -53,47 +56,57 @@ def bind_socket(host: str, port: int) -> socket.socket:
 
 
 @dataclass
-class RunningService:
+class RunningService(ServesGrpc):
     settings: RewardSettings
     engine: RewardEngine
     metrics: RewardMetrics
-    grpc_server: grpc.aio.Server
-    grpc_port: int
-    health: health.aio.HealthServicer
+    endpoint: GrpcEndpoint
     http: _Uvicorn
     http_port: int
     http_task: asyncio.Task[None]
     app: FastAPI
 
     @property
-    def grpc_address(self) -> str:
-        return f"{self.settings.host}:{self.grpc_port}"
-
-    @property
     def http_url(self) -> str:
-        return f"http://{self.settings.host}:{self.http_port}"
+        scheme = "https" if self.settings.tls_cert is not None else "http"
+        return f"{scheme}://{self.settings.host}:{self.http_port}"
 
     async def stop(self, grace_s: float | None = None) -> None:
         """Drain: refuse new work, let in-flight calls finish within the grace period, stop."""
         grace = self.settings.grace_s if grace_s is None else grace_s
         log.info("draining (grace %.1fs)", grace)
         self.app.state.draining = True
-        await set_serving(self.health, False)
         self.http.config.timeout_graceful_shutdown = max(1, round(grace))
         self.http.should_exit = True
-        await asyncio.gather(self.grpc_server.stop(grace), self.http_task)
+        await asyncio.gather(self.endpoint.drain(grace), self.http_task)
         await asyncio.get_running_loop().run_in_executor(None, self.engine.close)
         log.info("stopped")
 
 
+def health_follower(endpoint: GrpcEndpoint) -> Callable[[bool], None]:
+    """gRPC health follows the pool: NOT_SERVING while it is degraded, SERVING again after."""
+    loop = asyncio.get_running_loop()
+    pending: set[asyncio.Task[None]] = set()
+
+    def follow(healthy: bool) -> None:
+        if endpoint.admission.draining:
+            return
+        task = loop.create_task(endpoint.set_serving(healthy))
+        pending.add(task)
+        task.add_done_callback(pending.discard)
+
+    return follow
+
+
 async def start_service(settings: RewardSettings) -> RunningService:
     """Start the pool, the gRPC server and the HTTP gateway; log the chosen ports."""
+    settings.check_exposure("reward")  # before the pool starts, not after
     metrics = RewardMetrics()
     engine = RewardEngine(settings, metrics)
     await engine.start()
-    server, grpc_port, health_servicer = create_server(settings, engine, metrics)
-    await server.start()
-    await set_serving(health_servicer, True)
+    endpoint = create_server(settings, engine, metrics)
+    await endpoint.start()
+    engine.on_health(health_follower(endpoint))
     app = create_app(RewardServing(engine, metrics, settings), settings, metrics)
     sock = bind_socket(settings.host, settings.http_port)
     http_port = int(sock.getsockname()[1])
@@ -103,6 +116,7 @@ async def start_service(settings: RewardSettings) -> RunningService:
         lifespan="off",
         timeout_graceful_shutdown=max(1, round(settings.grace_s)),
         access_log=False,
+        **uvicorn_ssl(settings),
     )
     http = _Uvicorn(config)
     http_task = asyncio.create_task(http.serve(sockets=[sock]))
@@ -111,27 +125,15 @@ async def start_service(settings: RewardSettings) -> RunningService:
     if http_task.done():
         await http_task
         raise OSError(f"HTTP gateway failed to start on {settings.host}:{http_port}")
+    service = RunningService(settings, engine, metrics, endpoint, http, http_port, http_task, app)
     log.info(
-        "reward service ready: gRPC %s:%d, HTTP http://%s:%d (%d scoring processes, auth %s)",
-        settings.host,
-        grpc_port,
-        settings.host,
-        http_port,
+        "reward service ready: gRPC %s, HTTP %s (%d scoring processes, auth %s)",
+        endpoint.address,
+        service.http_url,
         settings.workers,
-        "on" if settings.token() else "off",
+        settings.auth_summary(),
     )
-    return RunningService(
-        settings,
-        engine,
-        metrics,
-        server,
-        grpc_port,
-        health_servicer,
-        http,
-        http_port,
-        http_task,
-        app,
-    )
+    return service
 
 
 async def serve(settings: RewardSettings) -> None:

@@ -11,8 +11,10 @@ import os
 from pathlib import Path
 from typing import Literal
 
-from pydantic import Field, SecretStr, model_validator
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic import Field
+from pydantic_settings import SettingsConfigDict
+
+from rlvr_world.scaffold.settings import ServiceSettings
 
 PerceptualName = Literal["lpips", "stlpips"]
 
@@ -21,12 +23,14 @@ def _default_workers() -> int:
     return os.cpu_count() or 1
 
 
-class RewardSettings(BaseSettings):
-    """One reward worker: a gRPC server and an HTTP gateway over the same scoring pool."""
+class RewardSettings(ServiceSettings):
+    """One reward worker: a gRPC server and an HTTP gateway over the same scoring pool.
+
+    Bind address, message limit, grace and credentials: ``ServiceSettings`` (the same for the
+    HTTP gateway: one token, one certificate)."""
 
     model_config = SettingsConfigDict(env_prefix="RLVR_REWARD_", extra="ignore")
 
-    host: str = Field(default="127.0.0.1", description="interface both servers bind")
     grpc_port: int = Field(default=50051, ge=0, le=65535, description="0 picks a free port")
     http_port: int = Field(default=8000, ge=0, le=65535, description="0 picks a free port")
     workers: int = Field(
@@ -36,23 +40,9 @@ class RewardSettings(BaseSettings):
         description="processes of the text-scoring pool (default: every core)",
     )
     max_batch: int = Field(default=1024, ge=1, le=100_000, description="requests per batch call")
-    max_payload_bytes: int = Field(
-        default=64 * 1024 * 1024,
-        ge=1024,
-        le=2**31 - 1,
-        description="largest gRPC message / HTTP body accepted (bigger: RESOURCE_EXHAUSTED / 413)",
-    )
     deadline_s: float = Field(
         default=30.0, gt=0, le=3600, description="per-call scoring deadline; status timeout after"
     )
-    grace_s: float = Field(
-        default=10.0, ge=0, le=600, description="SIGTERM: in-flight requests get this long"
-    )
-    api_token: SecretStr | None = Field(
-        default=None, description="if set, clients must send 'authorization: Bearer <token>'"
-    )
-    tls_cert: Path | None = Field(default=None, description="PEM certificate for gRPC TLS")
-    tls_key: Path | None = Field(default=None, description="PEM private key for gRPC TLS")
     video_threads: int = Field(
         default=32, ge=1, le=1024, description="threads scoring video requests in the main process"
     )
@@ -77,17 +67,17 @@ class RewardSettings(BaseSettings):
         default=None,
         description="/get_reward: data_source for labels that are a plain ground-truth string",
     )
-    log_level: str = Field(default="INFO", description="logging level of the entrypoint")
+    max_connection_age_s: float | None = Field(
+        default=None,
+        gt=0,
+        le=86_400,
+        description="gRPC: close each client connection after about this long (GOAWAY; calls "
+        "in flight finish), so a client of dns:///NAME resolves the name again and reaches "
+        "replicas added since it connected (unset: connections live as long as the client)",
+    )
 
-    @model_validator(mode="after")
-    def _tls_pair(self) -> RewardSettings:
-        if (self.tls_cert is None) != (self.tls_key is None):
-            raise ValueError("tls_cert and tls_key must be set together")
-        return self
-
-    def token(self) -> str | None:
-        """The bearer token, or None when auth is off."""
-        if self.api_token is None:
-            return None
-        value = self.api_token.get_secret_value()
-        return value or None
+    def grpc_server_options(self) -> list[tuple[str, int]]:
+        """gRPC server arguments of these settings (``max_connection_age_s``)."""
+        if self.max_connection_age_s is None:
+            return []
+        return [("grpc.max_connection_age_ms", max(1, round(self.max_connection_age_s * 1000)))]

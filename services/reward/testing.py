@@ -8,7 +8,7 @@ service on exit. Callers use ordinary blocking clients against ``svc.grpc_addres
 
 from __future__ import annotations
 
-from rlvr_world.service_thread import ServiceThread as _ServiceThread
+from rlvr_world.scaffold.thread import ServiceThread as _ServiceThread
 from services.reward.server import RunningService, start_service
 from services.reward.settings import RewardSettings
 

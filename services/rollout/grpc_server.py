@@ -1,17 +1,21 @@
-"""gRPC transport of the rollout service: ``RolloutService`` (Generate, LoadWeights, Info), the
-standard health service and server reflection.
+"""gRPC transport of the rollout service: ``RolloutService`` (Generate, LoadWeights, Info), on the
+service scaffold (``rlvr_world.scaffold``: token / TLS / mTLS, drain, health, reflection).
 
-``create_server(settings, engine, executor)`` builds and binds a ``grpc.aio`` server (port 0 picks
-a free one) and returns it with the bound port and its health servicer. Engine calls run in
-``executor`` threads so the event loop stays free. Status codes:
+``create_server(settings, engine, executor, gate, published)`` builds and binds the server (port
+0 picks a free one) and returns its ``GrpcEndpoint``. Engine calls run in ``executor`` threads so
+the event loop stays free. Status codes:
 
 - ``INVALID_ARGUMENT``: empty prompt, ``n`` or ``max_tokens`` out of range, token ids outside the
-  vocabulary (the message names the first bad id), bad sampling values, a checkpoint that does not
-  fit the model;
+  vocabulary (the message names the first bad id), bad sampling values, malformed request bytes,
+  a checkpoint that does not fit the model or whose safetensors header is invalid;
 - ``FAILED_PRECONDITION``: ``min_policy_version`` newer than the served weights (retry after the
-  next weight load; not ``UNAVAILABLE``, because the server itself is healthy);
-- ``NOT_FOUND``: ``LoadWeights`` with a path that holds no checkpoint;
-- ``INTERNAL``: a checkpoint that exists but cannot be read.
+  next weight load; not ``UNAVAILABLE``, because the server itself is healthy); ``LoadWeights``
+  of a version not above the served one, or with no weights roots configured;
+- ``PERMISSION_DENIED``: ``LoadWeights`` outside the weights roots, or of a version ahead of the
+  trainer's latest published one (``services.rollout.weights``);
+- ``NOT_FOUND``: ``LoadWeights`` with a path inside the roots that holds no checkpoint;
+- ``INTERNAL``: a checkpoint that cannot be read (details in the service log, not the answer);
+- ``UNAUTHENTICATED``: a missing or wrong bearer token (every method but health).
 After any of these the previous weights stay in service and health stays SERVING.
 """
 
@@ -24,9 +28,8 @@ from concurrent.futures import Executor
 from typing import Any, TypeVar
 
 import grpc
-from grpc_health.v1 import health
 
-from rlvr_world import grpc_common
+from rlvr_world.scaffold.grpc_server import GrpcEndpoint, build_grpc
 from rlvr_world.v1 import rollout_pb2, rollout_pb2_grpc
 from services.rollout.convert import (
     generation_to_proto,
@@ -36,6 +39,13 @@ from services.rollout.convert import (
 )
 from services.rollout.engine import GenerationEngine, InvalidRequest, WeightsNotFound
 from services.rollout.settings import RolloutSettings
+from services.rollout.weights import (
+    NOT_LOADABLE,
+    Published,
+    WeightLoads,
+    WeightsRefused,
+    nothing_published,
+)
 
 log = logging.getLogger(__name__)
 SERVICE_NAME = rollout_pb2.DESCRIPTOR.services_by_name["RolloutService"].full_name
@@ -46,11 +56,18 @@ class RolloutServicer(rollout_pb2_grpc.RolloutServiceServicer):
     """Validates requests and runs them on the engine in worker threads."""
 
     def __init__(
-        self, engine: GenerationEngine, settings: RolloutSettings, executor: Executor
+        self,
+        engine: GenerationEngine,
+        settings: RolloutSettings,
+        executor: Executor,
+        loads: WeightLoads,
+        published: Published = nothing_published,
     ) -> None:
         self.engine = engine
         self.settings = settings
         self.executor = executor
+        self.loads = loads
+        self.published = published
 
     async def _run(self, fn: Callable[[], T]) -> T:
         return await asyncio.get_running_loop().run_in_executor(self.executor, fn)
@@ -87,25 +104,18 @@ class RolloutServicer(rollout_pb2_grpc.RolloutServiceServicer):
     async def LoadWeights(  # noqa: N802 (gRPC method name)
         self, request: rollout_pb2.LoadWeightsRequest, context: grpc.aio.ServicerContext
     ) -> rollout_pb2.LoadWeightsResponse:
-        if request.version < 0:
-            await context.abort(
-                grpc.StatusCode.INVALID_ARGUMENT, f"version = {request.version}: must be >= 0"
-            )
-        if not request.path:
-            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "path is empty")
         try:
-            seconds = await self._run(
-                lambda: self.engine.load_weights(request.version, request.path)
-            )
-        except WeightsNotFound as exc:
-            await context.abort(grpc.StatusCode.NOT_FOUND, str(exc))
+            seconds = await self.loads.load(request.version, request.path, self.published)
+        except WeightsRefused as exc:
+            log.warning("LoadWeights version %d refused: %s", request.version, exc)
+            await context.abort(exc.code, str(exc))
+        except WeightsNotFound:
+            await context.abort(grpc.StatusCode.NOT_FOUND, NOT_LOADABLE)
         except InvalidRequest as exc:
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc))
-        except (OSError, ValueError, RuntimeError) as exc:  # torn or unreadable checkpoint
-            log.exception("loading weights from %s failed", request.path)
-            await context.abort(
-                grpc.StatusCode.INTERNAL, f"reading checkpoint {request.path!r} failed: {exc}"
-            )
+        except Exception:  # torn or unreadable checkpoint: details stay in the log
+            log.exception("loading weights version %d failed", request.version)
+            await context.abort(grpc.StatusCode.INTERNAL, "the checkpoint could not be read")
         return rollout_pb2.LoadWeightsResponse(version=request.version, seconds=seconds)
 
     async def Info(  # noqa: N802 (gRPC method name)
@@ -118,17 +128,15 @@ def create_server(
     settings: RolloutSettings,
     engine: GenerationEngine,
     executor: Executor,
+    loads: WeightLoads,
+    *,
     interceptors: tuple[Any, ...] = (),
-) -> tuple[grpc.aio.Server, int, health.aio.HealthServicer]:
-    """Build and bind the gRPC server (not started); returns it, the bound port and its health."""
-    server = grpc_common.new_server(settings.max_payload_bytes, interceptors)
-    rollout_pb2_grpc.add_RolloutServiceServicer_to_server(  # type: ignore[no-untyped-call]
-        RolloutServicer(engine, settings, executor), server
-    )
-    health_servicer = grpc_common.add_health_and_reflection(server, SERVICE_NAME)
-    port = grpc_common.bind(server, settings.host, settings.grpc_port)
-    return server, port, health_servicer
+    published: Published = nothing_published,
+) -> GrpcEndpoint:
+    """Build and bind the gRPC server (not started); see the module docstring."""
+    servicer = RolloutServicer(engine, settings, executor, loads, published)
 
+    def register(server: grpc.aio.Server) -> None:
+        rollout_pb2_grpc.add_RolloutServiceServicer_to_server(servicer, server)  # type: ignore[no-untyped-call]
 
-async def set_serving(health_servicer: health.aio.HealthServicer, serving: bool) -> None:
-    await grpc_common.set_serving(health_servicer, SERVICE_NAME, serving)
+    return build_grpc(settings, SERVICE_NAME, register, interceptors=interceptors)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from rlvr_world.service_metrics import GrpcMetrics
+from rlvr_world.scaffold.metrics import GrpcMetrics
 
 
 def generated_tokens(method: str, request: Any, response: Any) -> int:

@@ -1,9 +1,9 @@
 """Run one rollout server: the engine, the gRPC server and (with ``redis_url``) the weights watcher.
 
 ``start_service(settings)`` loads the model, binds (port 0 resolved), starts, and returns a
-``RunningService``; ``RunningService.stop()`` drains: health goes NOT_SERVING, the watcher stops,
-the server refuses new calls and in-flight ones get ``settings.grace_s`` to finish.
-``serve(settings)`` does this until SIGTERM or SIGINT.
+``RunningService``; ``RunningService.stop()`` drains (``rlvr_world.scaffold.grpc_server``): the
+watcher stops, health goes NOT_SERVING, new calls get UNAVAILABLE and the ones running get
+``settings.grace_s`` to finish. ``serve(settings)`` does this until SIGTERM or SIGINT.
 """
 
 from __future__ import annotations
@@ -16,15 +16,22 @@ from dataclasses import dataclass
 from typing import Any
 
 import grpc
-from grpc_health.v1 import health
 
-from rlvr_world.service_metrics import GrpcMetrics
-from rlvr_world.service_thread import serve_until_signal
+from rlvr_world.scaffold.grpc_server import GrpcEndpoint, ServesGrpc
+from rlvr_world.scaffold.metrics import GrpcMetrics
+from rlvr_world.scaffold.thread import serve_until_signal
 from services.rollout.engine import EngineError, GenerationEngine
-from services.rollout.grpc_server import create_server, set_serving
+from services.rollout.grpc_server import create_server
 from services.rollout.metrics import rollout_metrics
 from services.rollout.settings import RolloutSettings
-from services.rollout.watcher import WeightsWatcher
+from services.rollout.watcher import PublishedUnknown, WeightsWatcher
+from services.rollout.weights import (
+    Published,
+    WeightLoads,
+    WeightsGate,
+    WeightsRefused,
+    nothing_published,
+)
 
 log = logging.getLogger(__name__)
 #: Threads running engine calls (requests wait on the engine's own lock beyond one).
@@ -62,30 +69,23 @@ def build_engine(settings: RolloutSettings) -> GenerationEngine:
 
 
 @dataclass
-class RunningService:
+class RunningService(ServesGrpc):
     settings: RolloutSettings
     engine: GenerationEngine
-    grpc_server: grpc.aio.Server
-    grpc_port: int
-    health: health.aio.HealthServicer
+    endpoint: GrpcEndpoint
     executor: ThreadPoolExecutor
     watcher: WeightsWatcher | None
     metrics: GrpcMetrics | None = None
     metrics_http: Any = None
     metrics_port: int | None = None
 
-    @property
-    def grpc_address(self) -> str:
-        return f"{self.settings.host}:{self.grpc_port}"
-
     async def stop(self, grace_s: float | None = None) -> None:
         """Drain: refuse new work, let in-flight calls finish within the grace period, stop."""
         grace = self.settings.grace_s if grace_s is None else grace_s
         log.info("draining (grace %.1fs)", grace)
-        await set_serving(self.health, False)
         if self.watcher is not None:
             await self.watcher.stop()
-        await self.grpc_server.stop(grace)
+        await self.endpoint.drain(grace)
         self.executor.shutdown(wait=True, cancel_futures=True)
         self.engine.close()
         if self.metrics_http is not None:
@@ -93,19 +93,36 @@ class RunningService:
         log.info("stopped")
 
 
-def make_loader(
-    engine: GenerationEngine, executor: ThreadPoolExecutor
-) -> Callable[[int, str], Awaitable[None]]:
-    """The watcher's reload: ``engine.load_weights`` in a worker thread; failures are logged."""
+def make_loader(loads: WeightLoads, published: Published) -> Callable[[int, str], Awaitable[None]]:
+    """The watcher's reload: the checks and the load of ``LoadWeights``; failures are logged."""
 
     async def load(version: int, path: str) -> None:
-        loop = asyncio.get_running_loop()
         try:
-            await loop.run_in_executor(executor, engine.load_weights, version, path)
-        except (EngineError, OSError, ValueError, RuntimeError) as exc:
+            await loads.load(version, path, published)
+        except (WeightsRefused, EngineError) as exc:
             log.error("weights version %d from %s not loaded: %s", version, path, exc)
+        except Exception:  # a torn checkpoint: the previous weights stay in service
+            log.exception("weights version %d from %s not loaded", version, path)
 
     return load
+
+
+def published_of(watcher: WeightsWatcher | None) -> Published:
+    """``LoadWeights``' view of the trainer's latest version: none without a watcher; a Redis
+    that cannot be read refuses the load (UNAVAILABLE) rather than skip the check."""
+    if watcher is None:
+        return nothing_published
+
+    async def published() -> int | None:
+        try:
+            return await watcher.published_version()
+        except PublishedUnknown as exc:
+            raise WeightsRefused(
+                grpc.StatusCode.UNAVAILABLE,
+                f"version: cannot read the trainer's published version now ({exc}); retry",
+            ) from None
+
+    return published
 
 
 async def start_service(
@@ -113,18 +130,11 @@ async def start_service(
 ) -> RunningService:
     """Build the engine (unless given), start the gRPC server and the watcher; log the port."""
     loop = asyncio.get_running_loop()
-    if engine is None:
-        engine = await loop.run_in_executor(None, build_engine, settings)
+    settings.check_exposure("rollout")  # before the model loads, not after
+    eng = engine if engine is not None else await loop.run_in_executor(None, build_engine, settings)
     executor = ThreadPoolExecutor(max_workers=ENGINE_THREADS, thread_name_prefix="rollout-engine")
     metrics = rollout_metrics()
-    server, port, health_servicer = create_server(
-        settings, engine, executor, (metrics.interceptor(),)
-    )
-    metrics_http, metrics_port = None, None
-    if settings.metrics_port is not None:
-        metrics_http, metrics_port = metrics.start_http(settings.host, settings.metrics_port)
-    await server.start()
-    await set_serving(health_servicer, True)
+    loads = WeightLoads(eng, executor, WeightsGate(settings.weights_roots))
     watcher = None
     if settings.redis_url:
         watcher = WeightsWatcher(
@@ -132,32 +142,37 @@ async def start_service(
             key=settings.weights_key,
             channel=settings.weights_channel,
             poll_s=settings.watch_poll_s,
-            load=make_loader(engine, executor),
-            served=lambda: engine.policy_version,
+            served=lambda: eng.policy_version,
         )
+        watcher.load = make_loader(loads, published_of(watcher))
+    endpoint = create_server(
+        settings,
+        eng,
+        executor,
+        loads,
+        interceptors=(metrics.interceptor(),),
+        published=published_of(watcher),
+    )
+    metrics_http, metrics_port = None, None
+    if settings.metrics_port is not None:
+        metrics_http, metrics_port = metrics.start_http(settings.host, settings.metrics_port)
+    await endpoint.start()
+    if watcher is not None:
         watcher.start()
     log.info(
-        "rollout service ready: gRPC %s:%d, metrics port %s, engine %s, model %s, version %d, "
-        "watcher %s",
-        settings.host,
-        port,
+        "rollout service ready: gRPC %s, metrics port %s, engine %s, model %s, version %d, "
+        "watcher %s, weights roots %s, auth %s",
+        endpoint.address,
         metrics_port,
         settings.engine,
         settings.model,
-        engine.policy_version,
+        eng.policy_version,
         "on" if watcher else "off",
+        [str(r) for r in settings.weights_roots] or "none (no new weights load)",
+        settings.auth_summary(),
     )
     return RunningService(
-        settings,
-        engine,
-        server,
-        port,
-        health_servicer,
-        executor,
-        watcher,
-        metrics,
-        metrics_http,
-        metrics_port,
+        settings, eng, endpoint, executor, watcher, metrics, metrics_http, metrics_port
     )
 
 

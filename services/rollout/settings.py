@@ -2,18 +2,23 @@
 
 Built once in the entrypoint (``services.rollout.cli``) and passed down; never imported as a
 global. ``model`` is required (a missing one fails at boot). ``redis_url`` unset: no weight watcher,
-weights move only through the ``LoadWeights`` call.
+weights move only through the ``LoadWeights`` call. Either way weights load only from inside
+``weights_roots`` (``services.rollout.weights``); with none configured, no new weights load.
 """
 
 from __future__ import annotations
 
-from typing import Literal
+import os
+from pathlib import Path
+from typing import Annotated, Any, Literal
 
-from pydantic import Field
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic import Field, field_validator
+from pydantic_settings import NoDecode, SettingsConfigDict
+
+from rlvr_world.scaffold.settings import ServiceSettings
 
 
-class RolloutSettings(BaseSettings):
+class RolloutSettings(ServiceSettings):
     """One rollout server: a generation engine behind gRPC, optionally following the trainer."""
 
     model_config = SettingsConfigDict(env_prefix="RLVR_ROLLOUT_", extra="ignore")
@@ -38,7 +43,6 @@ class RolloutSettings(BaseSettings):
         default=None, gt=0, description="vLLM: KV-cache memory in GiB (unset: 1 GiB on CPU)"
     )
     torch_threads: int = Field(default=1, ge=1, le=256, description="torch intra-op threads")
-    host: str = Field(default="127.0.0.1", description="interface the gRPC server binds")
     grpc_port: int = Field(default=50061, ge=0, le=65535, description="0 picks a free port")
     metrics_port: int | None = Field(
         default=None,
@@ -54,10 +58,11 @@ class RolloutSettings(BaseSettings):
     initial_version: int = Field(
         default=0, ge=0, description="policy version reported for the weights loaded at start"
     )
-    max_payload_bytes: int = Field(
-        default=64 * 1024 * 1024, ge=1024, le=2**31 - 1, description="largest gRPC message"
+    weights_roots: Annotated[list[Path], NoDecode] = Field(
+        default_factory=list,
+        description="folders weights may load from (LoadWeights and the watcher); in the "
+        "environment, separated by ':' (empty: no new weights load)",
     )
-    grace_s: float = Field(default=10.0, ge=0, le=600, description="SIGTERM grace for in-flight")
     redis_url: str | None = Field(
         default=None, description="follow the trainer's weights in this Redis (unset: no watcher)"
     )
@@ -66,7 +71,13 @@ class RolloutSettings(BaseSettings):
     watch_poll_s: float = Field(
         default=2.0, gt=0, le=3600, description="watcher also re-reads the key this often"
     )
-    log_level: str = Field(default="INFO", description="logging level of the entrypoint")
+
+    @field_validator("weights_roots", mode="before")
+    @classmethod
+    def _split_roots(cls, value: Any) -> Any:
+        if isinstance(value, str):
+            return [part for part in value.split(os.pathsep) if part.strip()]
+        return value
 
     def tokenizer_path(self) -> str:
         return self.tokenizer or self.model

@@ -8,7 +8,7 @@ against ``svc.grpc_address``.
 
 from __future__ import annotations
 
-from rlvr_world.service_thread import ServiceThread as _ServiceThread
+from rlvr_world.scaffold.thread import ServiceThread as _ServiceThread
 from services.rollout.engine import GenerationEngine
 from services.rollout.server import RunningService, start_service
 from services.rollout.settings import RolloutSettings

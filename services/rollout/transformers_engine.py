@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
+from safetensors import SafetensorError
 from safetensors.torch import load_file
 from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel
 
@@ -85,10 +86,13 @@ def read_checkpoint(path: Path) -> dict[str, torch.Tensor]:
     """Every tensor of the ``*.safetensors`` files in ``path`` (sharded or not), on CPU."""
     files = sorted(path.glob("*.safetensors"))
     if not files:
-        raise WeightsNotFound(f"weights path {str(path)!r} holds no *.safetensors file")
+        raise WeightsNotFound("weights path holds no *.safetensors file")
     state: dict[str, torch.Tensor] = {}
     for file in files:
-        state.update(load_file(str(file)))
+        try:
+            state.update(load_file(str(file)))
+        except SafetensorError as exc:  # a bad header or truncated data: the sender's fault
+            raise InvalidRequest(f"checkpoint: {file.name} is not valid safetensors") from exc
     return state
 
 
@@ -247,7 +251,7 @@ class TransformersEngine:
         t0 = time.perf_counter()
         folder = Path(path)
         if not folder.is_dir():
-            raise WeightsNotFound(f"weights path {path!r} is not a directory")
+            raise WeightsNotFound("weights path is not a directory")
         if (folder / ADAPTER_CONFIG).exists():
             state = self._merged_adapter(folder)
         else:

@@ -75,18 +75,27 @@ Shape = tuple[int, ...]
 Shapes = dict[str, Shape]
 
 
+#: The safetensors format caps its JSON header at 100 MB.
+MAX_HEADER_BYTES = 100_000_000
+
+
 def safetensors_shapes(folder: Path) -> Shapes:
     """Tensor name -> shape of every ``*.safetensors`` file in ``folder``, from the headers only."""
     files = sorted(folder.glob("*.safetensors"))
     if not files:
-        raise WeightsNotFound(f"weights path {str(folder)!r} holds no *.safetensors file")
+        raise WeightsNotFound("weights path holds no *.safetensors file")
     shapes: Shapes = {}
     for file in files:
-        with file.open("rb") as handle:
-            (size,) = struct.unpack("<Q", handle.read(8))
-            header: dict[str, Any] = json.loads(handle.read(size))
-        header.pop("__metadata__", None)
-        shapes.update({name: tuple(int(d) for d in t["shape"]) for name, t in header.items()})
+        try:
+            with file.open("rb") as handle:
+                (size,) = struct.unpack("<Q", handle.read(8))
+                if size > MAX_HEADER_BYTES:
+                    raise ValueError(f"header of {size} bytes")
+                header: dict[str, Any] = json.loads(handle.read(size))
+            header.pop("__metadata__", None)
+            shapes.update({name: tuple(int(d) for d in t["shape"]) for name, t in header.items()})
+        except (struct.error, ValueError, TypeError, KeyError, AttributeError, RecursionError):
+            raise InvalidRequest(f"checkpoint: {file.name} is not valid safetensors") from None
     return shapes
 
 
@@ -325,10 +334,10 @@ class VllmEngine:
         t0 = time.perf_counter()
         folder = Path(path)
         if not folder.is_dir():
-            raise WeightsNotFound(f"weights path {path!r} is not a directory")
+            raise WeightsNotFound("weights path is not a directory")
         if (folder / ADAPTER_CONFIG).exists():
             raise InvalidRequest(
-                f"weights path {path!r} holds a LoRA adapter; the vLLM engine loads full "
+                "weights path holds a LoRA adapter; the vLLM engine loads full "
                 "checkpoints (merge the adapter into the base model first)"
             )
         check_shapes_fit(self._base_shapes, safetensors_shapes(folder))

@@ -21,6 +21,12 @@ import redis.asyncio as aioredis
 from redis.exceptions import RedisError
 
 log = logging.getLogger(__name__)
+#: A trainer message is a short JSON object; anything longer is not one.
+MAX_MESSAGE_BYTES = 64 * 1024
+
+
+class PublishedUnknown(Exception):
+    """The key holding the trainer's latest version could not be read (Redis down)."""
 
 
 @dataclass(frozen=True)
@@ -33,11 +39,14 @@ def parse_published(raw: bytes | str | None) -> Published | None:
     """The ``(version, path)`` of a trainer message, or None if it is not one (logged)."""
     if raw is None:
         return None
+    if len(raw) > MAX_MESSAGE_BYTES:
+        log.warning("ignoring a weights message of %d bytes (over %d)", len(raw), MAX_MESSAGE_BYTES)
+        return None
     try:
         data = json.loads(raw)
         return Published(version=int(data["version"]), path=str(data["path"]))
-    except (ValueError, TypeError, KeyError) as exc:
-        log.warning("ignoring malformed weights message %r: %s", raw, exc)
+    except (ValueError, TypeError, KeyError, RecursionError, OverflowError) as exc:
+        log.warning("ignoring malformed weights message %r: %s", raw[:200], type(exc).__name__)
         return None
 
 
@@ -51,11 +60,13 @@ class WeightsWatcher:
         key: str,
         channel: str,
         poll_s: float,
-        load: Callable[[int, str], Awaitable[None]],
         served: Callable[[], int],
+        load: Callable[[int, str], Awaitable[None]] | None = None,
     ) -> None:
+        """``load(version, path)`` (settable after construction, before ``start``) loads one
+        published version; ``served()`` is the version in service."""
         self.url, self.key, self.channel, self.poll_s = url, key, channel, poll_s
-        self._load = load
+        self.load = load
         self._served = served
         self._handled: int | None = None
         self._task: asyncio.Task[None] | None = None
@@ -69,14 +80,27 @@ class WeightsWatcher:
             await asyncio.gather(self._task, return_exceptions=True)
             self._task = None
 
+    async def published_version(self) -> int:
+        """The version under the key now (-1 when nothing is published yet);
+        ``PublishedUnknown`` when Redis cannot be read."""
+        client = aioredis.from_url(self.url)
+        try:
+            pub = parse_published(await client.get(self.key))
+        except (RedisError, OSError) as exc:
+            raise PublishedUnknown(f"redis: {type(exc).__name__}") from None
+        finally:
+            await client.aclose()
+        return -1 if pub is None else pub.version
+
     async def _consider(self, pub: Published | None) -> None:
         if pub is None or pub.version == self._handled:
             return
         self._handled = pub.version
-        if pub.version == self._served():
+        if pub.version <= self._served():
             return
         log.info("trainer published weights version %d at %s", pub.version, pub.path)
-        await self._load(pub.version, pub.path)
+        if self.load is not None:
+            await self.load(pub.version, pub.path)
 
     async def _run(self) -> None:
         backoff = 0.5

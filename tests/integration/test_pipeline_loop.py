@@ -15,9 +15,10 @@ from pathlib import Path
 import pytest
 import yaml
 
+from rlvr_world.apps.grpo import latest_version, trainer_config
 from rlvr_world.apps.orchestrator.ledger import read_ledger, summarize
 from rlvr_world.apps.pipeline.config import load_pipeline_config
-from rlvr_world.apps.pipeline.runner import PipelineRun, latest_version, trainer_config
+from rlvr_world.apps.pipeline.runner import PipelineRun
 from rlvr_world.apps.pipeline.stack import start_services, trainer_spec
 from rlvr_world.apps.supervisor import Supervisor
 from rlvr_world.queue.server import REDIS_URL_ENV, start_embedded
@@ -32,12 +33,20 @@ def _count(ledger: Path, event: str) -> int:
     return sum(1 for e in read_ledger(ledger) if e["event"] == event)
 
 
+def _score_retries(ledger: Path) -> int:
+    return sum(1 for e in read_ledger(ledger) if e["event"] == "retry" and e["stage"] == "score")
+
+
 async def _outage(sup: Supervisor, ledger: Path) -> None:
-    """Once two groups are pushed, SIGKILL the reward service, then restart it on its port."""
+    """Once two groups are pushed, SIGKILL the reward service; once a scoring call has hit the
+    outage (a retry in the ledger), restart it on its port."""
     while _count(ledger, "pushed") < 2:
         await asyncio.sleep(0.1)
     sup.kill("reward")
-    await asyncio.sleep(1.5)
+    deadline = asyncio.get_running_loop().time() + 240
+    while _score_retries(ledger) == 0:
+        assert asyncio.get_running_loop().time() < deadline, "no scoring call hit the outage"
+        await asyncio.sleep(0.1)
     await asyncio.to_thread(sup.restart, "reward")
 
 
@@ -51,19 +60,27 @@ def test_full_loop_survives_reward_restart_and_rollout_follows_weights(
         {"run.run_dir": str(tmp_path), "rl.steps": STEPS, "eval.enabled": False},
     )
     run = PipelineRun(cfg)
-    train, _, model = run.prepare()
+    train, test, model = run.prepare()
     redis = start_embedded(tmp_path / "redis")
     try:
         with Supervisor(tmp_path) as sup:
             addrs = start_services(sup, model=model, redis_url=redis.url, max_tokens=24)
             tpath = tmp_path / "trainer.yaml"
-            tcfg = trainer_config(cfg, model, redis.url, tmp_path / "trainer")
+            tcfg = trainer_config(
+                cfg.rl,
+                model=model,
+                redis_url=redis.url,
+                trainer_dir=tmp_path / "trainer",
+                device="cpu",
+                idle_timeout_s=cfg.run.trainer_idle_timeout_s,
+                seed=cfg.run.seed,
+            )
             tpath.write_text(yaml.safe_dump(tcfg))
             sup.start(trainer_spec(tpath))
 
             async def both() -> None:
                 chaos = asyncio.create_task(_outage(sup, tmp_path / "ledger.jsonl"))
-                await run._grpo(sup, addrs, redis, train)
+                await run._grpo(sup, addrs, redis, train, test)
                 await chaos
 
             asyncio.run(both())

@@ -3,10 +3,8 @@
 from __future__ import annotations
 
 import asyncio
-import os
 import threading
 import time
-from collections.abc import Sequence
 
 import pytest
 
@@ -17,20 +15,9 @@ from services.reward.engine import RewardEngine
 from services.reward.metrics import RewardMetrics
 from services.reward.pool import ProcessDied, ScoringPool
 from services.reward.settings import RewardSettings
+from tests.helpers.pool_work import failing_init, square_or_die
 
 pytestmark = pytest.mark.integration
-
-
-def square_or_die(rows: Sequence[int]) -> list[int]:
-    """Pool-side: squares; a negative row kills the process; 1000+ sleeps that many microseconds."""
-    out = []
-    for row in rows:
-        if row < 0:
-            os._exit(-row)
-        if row >= 1000:
-            time.sleep(row / 1e6)
-        out.append(row * row)
-    return out
 
 
 def test_chunks_come_back_in_their_futures_across_processes() -> None:
@@ -59,8 +46,8 @@ def test_dead_process_fails_only_its_chunks_and_is_replaced() -> None:
             first_pid = pool._procs[0].proc.pid
             doomed = pool.submit([2, -3])  # the process exits with code 3 on the second row
             with pytest.raises(ProcessDied, match="exit code 3"):
-                await asyncio.wait_for(doomed, 30)
-            later = await asyncio.wait_for(pool.submit([4]), 60)  # waits for the replacement
+                await asyncio.wait_for(doomed, 240)
+            later = await asyncio.wait_for(pool.submit([4]), 240)  # waits for the replacement
             assert later == [16]
             assert pool._procs[0].proc.pid != first_pid
         finally:
@@ -106,7 +93,7 @@ def test_close_from_another_thread_stops_every_process() -> None:
 
 
 def test_engine_metrics_settle_and_a_killed_process_is_replaced() -> None:
-    settings = RewardSettings(grpc_port=0, http_port=0, workers=2)
+    settings = RewardSettings(grpc_port=0, http_port=0, workers=2, deadline_s=240)
     metrics = RewardMetrics()
     diff = "New items:\n[214] link 'View order'\n\nDeleted items:\n[88] button 'Place Order'"
     job = text_job("web_agent", diff, diff, None, "", "")
@@ -118,12 +105,12 @@ def test_engine_metrics_settle_and_a_killed_process_is_replaced() -> None:
             assert engine._pool is not None
             victim = engine._pool._procs[0].proc
             victim.kill()
-            victim.join(10)
-            deadline = time.monotonic() + 60
+            victim.join(60)
+            deadline = time.monotonic() + 240
             while victim in [w.proc for w in engine._pool._procs]:
                 assert time.monotonic() < deadline, "dead process not replaced"
                 await asyncio.sleep(0.05)
-            results = await engine.score([job] * 40, timeout_s=60)
+            results = await engine.score([job] * 40, timeout_s=240)
             assert {r.status for r in results} == {Status.OK}
             assert metrics.pool_queued._value.get() == 0
             assert metrics.pool_utilisation._value.get() == 0
@@ -133,15 +120,11 @@ def test_engine_metrics_settle_and_a_killed_process_is_replaced() -> None:
     asyncio.run(run())
 
 
-def failing_init() -> None:
-    raise SystemExit(7)
-
-
 def test_start_fails_when_a_process_cannot_start() -> None:
     async def run() -> None:
         pool = ScoringPool(2, square_or_die, init=failing_init)
         with pytest.raises(RuntimeError, match=r"exit code 7.*while starting"):
-            await asyncio.wait_for(pool.start(), 60)
+            await asyncio.wait_for(pool.start(), 240)
         assert all(not w.proc.is_alive() for w in pool._procs)
 
     asyncio.run(run())
@@ -159,7 +142,7 @@ def test_wire_batch_answers_error_for_a_dead_process_and_the_next_call_is_scored
     data = reward_pb2.ScoreBatchRequest(
         requests=[verl_request(row, f"r{i}") for i in range(256)]
     ).SerializeToString()
-    settings = RewardSettings(grpc_port=0, http_port=0, workers=1)
+    settings = RewardSettings(grpc_port=0, http_port=0, workers=1, deadline_s=240)
 
     async def run() -> None:
         engine = RewardEngine(settings, RewardMetrics())
@@ -167,7 +150,7 @@ def test_wire_batch_answers_error_for_a_dead_process_and_the_next_call_is_scored
         try:
             assert engine._pool is not None
             victim = engine._pool._procs[0].proc
-            call = asyncio.create_task(engine.score_raw(data, split_requests(data), 60))
+            call = asyncio.create_task(engine.score_raw(data, split_requests(data), 240))
             await asyncio.sleep(0)  # the call has written its first chunks to the process
             victim.kill()
             outcome = await call
@@ -178,7 +161,7 @@ def test_wire_batch_answers_error_for_a_dead_process_and_the_next_call_is_scored
             assert died, "the killed process's chunks should be answered error"
             assert all("scoring process died" in r.message for r in died)
             assert sum(outcome.counts.values()) == 256
-            again = await engine.score_raw(data, split_requests(data), 60)
+            again = await engine.score_raw(data, split_requests(data), 240)
             statuses = {
                 r.status for r in reward_pb2.ScoreBatchResponse.FromString(again.reply).responses
             }
@@ -209,7 +192,7 @@ def test_wire_batch_scores_video_in_the_service_process_and_late_video_too() -> 
     web = verl_request(
         {"data_source": "web_agent", "solution_str": diff, "ground_truth": diff}, "w"
     )
-    settings = RewardSettings(grpc_port=0, http_port=0, workers=1)
+    settings = RewardSettings(grpc_port=0, http_port=0, workers=1, deadline_s=240)
 
     def reordered(req: reward_pb2.ScoreRequest) -> bytes:
         """``req`` with its task field moved to the end (any field order is valid protobuf)."""
@@ -225,7 +208,7 @@ def test_wire_batch_scores_video_in_the_service_process_and_late_video_too() -> 
             assert engine._pool is not None
             data = reward_pb2.ScoreBatchRequest(requests=video).SerializeToString()
             sent = engine._pool._next_id
-            outcome = await engine.score_raw(data, split_requests(data), 60)
+            outcome = await engine.score_raw(data, split_requests(data), 240)
             assert engine._pool._next_id == sent  # no chunk went to the pool
             out = reward_pb2.ScoreBatchResponse.FromString(outcome.reply).responses
             assert [r.request_id for r in out] == ["v0", "v1", "v2"]
@@ -236,7 +219,7 @@ def test_wire_batch_scores_video_in_the_service_process_and_late_video_too() -> 
                 + reordered(video[0])
                 + reward_pb2.ScoreBatchRequest(requests=[video[1], web]).SerializeToString()
             )
-            outcome = await engine.score_raw(data, split_requests(data), 60)
+            outcome = await engine.score_raw(data, split_requests(data), 240)
             assert outcome.rejected is None
             out = reward_pb2.ScoreBatchResponse.FromString(outcome.reply).responses
             assert [r.request_id for r in out] == ["w", "v0", "v1", "w"]

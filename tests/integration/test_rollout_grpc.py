@@ -13,6 +13,7 @@ import pytest
 from rlvr_world.v1 import rollout_pb2, rollout_pb2_grpc
 from services.rollout.settings import RolloutSettings
 from services.rollout.testing import ServiceThread
+from services.rollout.weights import NOT_LOADABLE
 from tests.helpers.rollout import (
     BAD_GENERATE,
     EOS,
@@ -33,8 +34,15 @@ def model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="module")
-def svc(model_dir: Path) -> Iterator[ServiceThread]:
-    settings = RolloutSettings(model=str(model_dir), grpc_port=0, max_n=MAX_N, max_tokens=64)
+def weights_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("weights")
+
+
+@pytest.fixture(scope="module")
+def svc(model_dir: Path, weights_root: Path) -> Iterator[ServiceThread]:
+    settings = RolloutSettings(
+        model=str(model_dir), grpc_port=0, max_n=MAX_N, max_tokens=64, weights_roots=[weights_root]
+    )
     with ServiceThread(settings) as service:
         yield service
 
@@ -179,13 +187,17 @@ def test_bad_generate_requests_get_a_clear_status_and_the_service_stays_healthy(
     assert_serving(svc, stub)
 
 
-def test_load_weights_from_unknown_path_is_not_found(
-    svc: ServiceThread, stub: rollout_pb2_grpc.RolloutServiceStub, tmp_path: Path
+def test_load_weights_from_unknown_path_is_not_found_with_one_message(
+    svc: ServiceThread, stub: rollout_pb2_grpc.RolloutServiceStub, weights_root: Path
 ) -> None:
-    for path, words in ((tmp_path / "nope", "is not a directory"), (tmp_path, "no *.safetensors")):
+    """Missing, a file, an empty folder: the same answer, so it tells nothing about the disk."""
+    (weights_root / "a_file").write_text("x")
+    (weights_root / "empty").mkdir(exist_ok=True)
+    for name in ("nope", "a_file", "empty"):
         with pytest.raises(grpc.RpcError) as err:
-            stub.LoadWeights(rollout_pb2.LoadWeightsRequest(version=3, path=str(path)))
+            path = str(weights_root / name)
+            stub.LoadWeights(rollout_pb2.LoadWeightsRequest(version=3, path=path))
         assert err.value.code() == grpc.StatusCode.NOT_FOUND
-        assert words in (err.value.details() or "")
+        assert err.value.details() == NOT_LOADABLE
     assert stub.Info(rollout_pb2.EngineInfoRequest()).policy_version == 0
     assert_serving(svc, stub)

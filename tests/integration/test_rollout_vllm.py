@@ -73,6 +73,8 @@ def address(
     argv += ["--model", str(model_dir)]
     argv += ["--grpc-port", str(port), "--max-n", str(MAX_N), "--max-tokens", "64"]
     argv += ["--kv-cache-gib", "0.125", "--torch-threads", "1"]
+    # each test writes its checkpoints under its own tmp_path, all under the session's base
+    argv += ["--weights-root", str(tmp_path_factory.getbasetemp())]
     env = {"OMP_NUM_THREADS": "1", "VLLM_CPU_OMP_THREADS_BIND": "nobind", "PYTHONPATH": str(ROOT)}
     spec = ProcessSpec(
         name="rollout-vllm",

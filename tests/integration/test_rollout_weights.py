@@ -3,7 +3,6 @@ checkpoints, refused checkpoints, and the Redis watcher following the trainer's 
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -17,6 +16,7 @@ from services.rollout.settings import RolloutSettings
 from services.rollout.testing import ServiceThread
 from tests.helpers.rollout import recompute
 from tests.helpers.tiny_lm import TINY, build_tiny_lm, load_model, perturbed_checkpoint
+from tests.helpers.waiting import capture_logs, wait_until
 
 pytestmark = pytest.mark.integration
 PROMPT = [0, 40, 41, 42, 43]
@@ -28,8 +28,9 @@ def model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture
-def svc(model_dir: Path) -> Iterator[ServiceThread]:
-    with ServiceThread(RolloutSettings(model=str(model_dir), grpc_port=0)) as service:
+def svc(model_dir: Path, tmp_path: Path) -> Iterator[ServiceThread]:
+    settings = RolloutSettings(model=str(model_dir), grpc_port=0, weights_roots=[tmp_path])
+    with ServiceThread(settings) as service:
         yield service
 
 
@@ -117,12 +118,10 @@ def test_lora_adapter_checkpoint_is_merged_into_the_base(
 
 
 def wait_for_version(stub: rollout_pb2_grpc.RolloutServiceStub, version: int) -> None:
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        if stub.Info(rollout_pb2.EngineInfoRequest()).policy_version == version:
-            return
-        time.sleep(0.05)
-    pytest.fail(f"the service never served version {version}")
+    wait_until(
+        lambda: stub.Info(rollout_pb2.EngineInfoRequest()).policy_version == version,
+        f"the service to serve version {version}",
+    )
 
 
 def test_watcher_follows_the_trainers_published_weights(model_dir: Path, tmp_path: Path) -> None:
@@ -150,9 +149,13 @@ def test_watcher_follows_the_trainers_published_weights(model_dir: Path, tmp_pat
     try:
         first = train_and_publish(1)  # published before the service starts: read from the key
         settings = RolloutSettings(
-            model=str(model_dir), grpc_port=0, redis_url=redis.url, watch_poll_s=0.2
+            model=str(model_dir),
+            grpc_port=0,
+            redis_url=redis.url,
+            watch_poll_s=0.2,
+            weights_roots=[tmp_path / "run"],
         )
-        with ServiceThread(settings) as svc:
+        with capture_logs() as logs, ServiceThread(settings) as svc:
             channel, stub = stub_of(svc)
             with channel:
                 wait_for_version(stub, 1)
@@ -162,10 +165,11 @@ def test_watcher_follows_the_trainers_published_weights(model_dir: Path, tmp_pat
                 resp = generate(stub, min_version=2)
                 assert resp.policy_version == 2
                 assert_logprobs_under(load_model(second), resp)
-                # A published path that vanished: logged, the old weights stay in service.
+                # A published path outside the roots: logged, the old weights stay in service.
                 redis.client.set(cfg.queue.weights_key, '{"version": 3, "path": "/nonexistent"}')
                 redis.client.publish(cfg.queue.weights_channel, "not json")
-                time.sleep(0.6)
+                logs.wait_for(r"ignoring malformed weights message b'not json'")
+                logs.wait_for(r"weights version 3 from /nonexistent not loaded")
                 assert stub.Info(rollout_pb2.EngineInfoRequest()).policy_version == 2
     finally:
         redis.close()

@@ -75,7 +75,7 @@ def test_stop_escalates_to_sigkill_and_kill_is_immediate(tmp_path: Path) -> None
         )
         t0 = time.monotonic()
         assert sup.stop("stubborn", timeout_s=0.5) == -9
-        assert time.monotonic() - t0 < 5
+        assert time.monotonic() - t0 < 50  # killed, not waited for: it would sleep 60 s
         sup.start(
             ProcessSpec("victim", [sys.executable, "-c", ignore_term], ready=LogLine("^ready"))
         )

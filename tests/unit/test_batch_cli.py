@@ -87,3 +87,21 @@ def test_help_is_instant_and_imports_no_torch() -> None:
         timeout=60,
     )
     assert done.returncode == 0 and "--input" in done.stdout
+
+
+def test_resume_skips_the_lines_done_and_drops_a_cut_line(tmp_path: Path) -> None:
+    from rlvr_world.apps.batch import score_file
+
+    lines = [_web(TRUTH), "", _web("New items:\nNone"), "{bad", _web("x")]
+    src = tmp_path / "in.jsonl"
+    src.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    full = tmp_path / "full.jsonl"
+    assert score_file(str(src), str(full), quiet=True) == 0
+    done = full.read_text(encoding="utf-8").splitlines()
+    assert len(done) == 4  # the blank line has no result
+    part = tmp_path / "part.jsonl"
+    part.write_text(done[0] + "\n" + done[1] + "\n" + done[2][:7], encoding="utf-8")
+    assert score_file(str(src), str(part), quiet=True, resume=True) == 0
+    assert part.read_text(encoding="utf-8") == full.read_text(encoding="utf-8")
+    assert score_file(str(src), str(tmp_path / "new.jsonl"), quiet=True, resume=True) == 0
+    assert (tmp_path / "new.jsonl").read_text(encoding="utf-8") == full.read_text(encoding="utf-8")

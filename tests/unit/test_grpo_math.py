@@ -179,3 +179,36 @@ def test_grpo_loss_combines_terms() -> None:
     )
     assert out.loss.item() == pytest.approx(-2.0 + 0.5 * 0.3 - 0.1 * 2.0)
     assert out.pg_loss.item() == pytest.approx(-2.0)
+
+
+def _cut(reward: float | None, status: Status = Status.OK) -> ScoredSample:
+    return ScoredSample(
+        token_ids=[1, 2], logprobs=[-0.5, -0.25], reward=reward, status=status, truncated=True
+    )
+
+
+def test_truncated_samples_train_with_the_truncated_reward() -> None:
+    """DAPO's overlong punishment: a sample cut at max_tokens trains with ``truncated_reward``
+    whatever it was scored (the scorer ignores text after a complete answer, so an answer that
+    never stops would otherwise be free). Unset, the scored reward stands."""
+    group = _group("g", [_sample(1.0), _cut(1.0), _cut(0.0, Status.UNPARSEABLE)])
+    kept = prepare_groups([group], unparseable_reward=0.0)
+    assert [s.reward for s in kept.samples] == [1.0, 1.0, 0.0]
+    punished = prepare_groups([group], unparseable_reward=0.0, truncated_reward=0.0)
+    assert [s.reward for s in punished.samples] == [1.0, 0.0, 0.0]
+    assert punished.samples[0].advantage > 0 > punished.samples[1].advantage
+    # a truncated sample that would be left out (error, or unparseable without a reward) stays out
+    strict = prepare_groups([group], unparseable_reward=None, truncated_reward=-1.0)
+    assert [s.reward for s in strict.samples] == [1.0, -1.0]
+    errors = _group("e", [_sample(1.0), _sample(0.5), _cut(None, Status.ERROR)])
+    assert len(prepare_groups([errors], truncated_reward=0.0).samples) == 2
+
+
+def test_zero_spread_counts_kept_groups_whose_rewards_are_all_equal() -> None:
+    flat = _group("a", [_sample(1.0), _sample(1.0)])
+    mixed = _group("b", [_sample(1.0), _sample(0.0)])
+    flattened = _group("c", [_cut(1.0), _cut(1.0)])  # equal after the truncation rule
+    dropped = _group("d", [_sample(1.0)])
+    batch = prepare_groups([flat, mixed, flattened, dropped], truncated_reward=0.0)
+    assert batch.zero_spread == 2
+    assert batch.dropped == {"d": "too_few_valid"}

@@ -55,3 +55,29 @@ def test_sft_lowers_the_target_loss_and_saves_a_loadable_checkpoint(
     assert (tmp_path / "sft" / "model.safetensors").exists()
     AutoModelForCausalLM.from_pretrained(tmp_path / "sft")
     assert AutoTokenizer.from_pretrained(tmp_path / "sft").eos_token_id == EOS_ID
+
+
+def test_sft_stops_at_its_step_budget(
+    tiny: tuple[Path, list[tuple[str, str]]], tmp_path: Path
+) -> None:
+    """The MLE control continues SFT for GRPO's budget: max_steps ends mid-epoch, the checkpoint
+    is still written, and the loss of a partial epoch is the mean of its steps."""
+    model_dir, pairs = tiny
+    cfg = SftConfig(epochs=1000, batch_size=2, max_steps=5, warmup_steps=0)
+    result = run_sft(model_dir, pairs, tmp_path / "budget", cfg)
+    assert result.steps == 5
+    assert len(result.losses) == 2  # 3 steps per epoch of 6 examples: one full epoch, then 2 steps
+    assert (tmp_path / "budget" / "model.safetensors").exists()
+
+
+def test_learning_rate_schedules() -> None:
+    from trainer.sft import _lr_at
+
+    const = SftConfig(lr=1.0, warmup_steps=4)
+    assert [_lr_at(s, const, 20) for s in (0, 3, 10, 19)] == [0.25, 1.0, 1.0, 1.0]
+    cos = SftConfig(lr=1.0, warmup_steps=4, schedule="cosine")
+    assert _lr_at(1, cos, 20) == 0.5  # warm-up first
+    assert _lr_at(4, cos, 20) == 1.0
+    assert _lr_at(12, cos, 20) == pytest.approx(0.5)
+    assert _lr_at(20, cos, 20) == pytest.approx(0.0)
+    assert _lr_at(30, cos, 20) == pytest.approx(0.0)  # past the end stays at 0

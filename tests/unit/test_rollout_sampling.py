@@ -126,7 +126,7 @@ def test_check_state_fits_accepts_tied_weights_and_names_mismatches() -> None:
 def test_serve_rollout_and_decoder_parsers_share_serve_and_map_options() -> None:
     from services.decoder.cli import add_serve_decoder_parser
     from services.decoder.cli import settings_from_args as decoder_settings
-    from services.rollout.cli import add_serve_rollout_parser, run_serve_rollout, settings_from_args
+    from services.rollout.cli import COMMAND, add_serve_rollout_parser, settings_from_args
 
     parser = argparse.ArgumentParser()
     sub = parser.add_subparsers(dest="command", required=True)
@@ -135,7 +135,7 @@ def test_serve_rollout_and_decoder_parsers_share_serve_and_map_options() -> None
     args = parser.parse_args(
         ["serve", "rollout", "--model", "m", "--grpc-port", "0", "--redis-url", "redis://x"]
     )
-    assert args.handler is run_serve_rollout
+    assert args.handler == COMMAND.run
     settings = settings_from_args(args)
     assert (settings.model, settings.grpc_port, settings.redis_url) == ("m", 0, "redis://x")
     assert settings.tokenizer_path() == "m" and settings.max_n == 64

@@ -95,13 +95,15 @@ def test_headlines_pair_rlvr_with_the_control_over_clips_and_seeds() -> None:
     start = report([0.0, 0.0, 0.0], copy=[-1.0, -1.0, -1.0])
     control = [report([1.0, 2.0, 3.0]), report([3.0, 4.0, 5.0])]
     rlvr = [report([2.0, 3.0, 4.0]), report([4.0, 5.0, 6.0])]
-    head, terms = headlines(start, control, rlvr, seeds=[0, 1], perceptual="stlpips", resamples=50)
+    head, terms = headlines(start, control, rlvr, seeds=[0, 1], perceptual="stlpips")
     assert head["metric"] == "reward -(L1 + stlpips)" and head["n"] == 3
     assert head["seeds"] == [0, 1] and head["copy_last_frame"] == -1.0
     assert head["control"] == pytest.approx(3.0) and head["rlvr"] == pytest.approx(4.0)
     assert head["ci95"] == pytest.approx([1.0, 1.0])
     assert set(terms) == {"stlpips", "l1", "mse", "psnr", "ssim"}
-    assert terms["l1"]["ci95"] == pytest.approx([-1.0, -1.0])  # higher L1 is worse
+    # every interval is of RLVR - control; a term where lower is better says so
+    assert terms["l1"]["ci95"] == pytest.approx([1.0, 1.0])
+    assert terms["l1"]["higher_is_better"] is False and terms["psnr"]["higher_is_better"]
     assert terms["psnr"]["ci95"] == pytest.approx([1.0, 1.0])
     with pytest.raises(ValueError, match="per_clip_copy"):
         headlines(report([0.0] * 3), control, rlvr, seeds=[0, 1], perceptual="stlpips")

@@ -8,8 +8,9 @@
 * reward (``rlvr_world.client.AsyncRewardClient.score_batch``): one ``ScoreBatch`` per group.
 
 Each method is a single attempt (the reward client's own short retries aside); backoff across a
-service restart is the caller's (``rlvr_world.apps.orchestrator.retry``). Create inside the
-event loop.
+service restart is the caller's (``rlvr_world.apps.orchestrator.retry``). Credentials come from the
+environment (``rlvr_world.scaffold.client_auth``: ``RLVR_API_TOKEN``, ``RLVR_TLS_*``) unless
+``auth`` is given. Create inside the event loop.
 """
 
 from __future__ import annotations
@@ -18,11 +19,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import grpc
 import numpy as np
 
 from rlvr_world.client import AsyncRewardClient, RetryPolicy, frames_request, verl_request
 from rlvr_world.rewards.types import RewardResult
+from rlvr_world.scaffold.client_auth import ClientAuth
 from rlvr_world.v1 import decoder_pb2, decoder_pb2_grpc, rollout_pb2, rollout_pb2_grpc
 
 
@@ -51,19 +52,25 @@ class ServiceClients:
         *,
         timeout_s: float = 300.0,
         reward_retry: RetryPolicy | None = None,
+        auth: ClientAuth | None = None,
     ) -> None:
+        auth = auth or ClientAuth.from_env()
         options = [
             ("grpc.max_receive_message_length", 64 * 1024 * 1024),
             ("grpc.max_send_message_length", 64 * 1024 * 1024),
             ("grpc.enable_retries", 0),
         ]
         self.timeout_s = timeout_s
-        self._rollout_channel = grpc.aio.insecure_channel(rollout, options=options)
-        self._decoder_channel = grpc.aio.insecure_channel(decoder, options=options)
+        self._rollout_channel = auth.aio_channel(rollout, options)
+        self._decoder_channel = auth.aio_channel(decoder, options)
         self._rollout = rollout_pb2_grpc.RolloutServiceStub(self._rollout_channel)  # type: ignore[no-untyped-call]
         self._decoder = decoder_pb2_grpc.DecoderServiceStub(self._decoder_channel)  # type: ignore[no-untyped-call]
         self.reward = AsyncRewardClient(
-            reward, timeout_s=timeout_s, retry=reward_retry or RetryPolicy(attempts=2)
+            reward,
+            token=auth.token,
+            root_cert=auth.root_cert,
+            timeout_s=timeout_s,
+            retry=reward_retry or RetryPolicy(attempts=2),
         )
 
     async def generate(

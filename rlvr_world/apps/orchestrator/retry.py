@@ -3,9 +3,10 @@
 ``Backoff.delay(k)`` is ``initial_s * multiplier**k`` capped at ``max_s`` with +-``jitter``.
 ``retry_async`` runs a coroutine factory until it succeeds, the error is not retryable
 (``classify`` returns None), or ``attempts`` are used up; it raises ``RetriesExhausted`` naming the
-last reason. ``grpc_reason`` classifies gRPC errors: ``UNAVAILABLE`` and ``DEADLINE_EXCEEDED`` (a
-service down, restarting or overloaded) and ``FAILED_PRECONDITION`` (the rollout's weights are
-older than the staleness bound allows: wait for the reload) are retried; everything else
+last reason. ``grpc_reason`` classifies gRPC errors: ``UNAVAILABLE``, ``DEADLINE_EXCEEDED`` and
+``CANCELLED`` (a service down, restarting, draining or overloaded) and ``FAILED_PRECONDITION``
+(the rollout's weights are older than the staleness bound allows: wait for the reload) are
+retried; everything else
 (``INVALID_ARGUMENT``, ``INTERNAL``, ...) is not, so a bad prompt fails fast with its reason.
 No grpc import here: errors are duck-typed on ``code()``.
 """
@@ -24,7 +25,9 @@ logger = logging.getLogger(__name__)
 T = TypeVar("T")
 
 #: gRPC status names that mean "try again later".
-RETRYABLE_CODES = frozenset({"UNAVAILABLE", "DEADLINE_EXCEEDED", "FAILED_PRECONDITION"})
+RETRYABLE_CODES = frozenset(
+    {"UNAVAILABLE", "DEADLINE_EXCEEDED", "CANCELLED", "FAILED_PRECONDITION"}
+)
 
 
 @dataclass(frozen=True)

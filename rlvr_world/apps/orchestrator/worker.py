@@ -159,8 +159,10 @@ def to_sample(
     logprobs: list[float],
     result: RewardResult,
     inserted: Iterable[bool] = (),
+    truncated: bool = False,
 ) -> ScoredSample:
     """A wire sample with the scorer's status; the reward is kept only when it is finite.
+    ``truncated``: the sample was cut at ``max_tokens`` although it could have stopped.
 
     ``inserted`` is the rollout's ``Sample.inserted``: when any token was forced (e.g. a video
     model's ground-truth actions), ``loss_mask`` is 0 there and 1 elsewhere, so the trainer does
@@ -177,6 +179,7 @@ def to_sample(
         status=status,
         metrics=metrics,
         loss_mask=loss_mask,
+        truncated=truncated,
     )
 
 
@@ -377,8 +380,15 @@ class Orchestrator:
     ) -> ScoredGroup:
         if len(results) != len(gen.samples):
             raise ValueError(f"{len(results)} rewards for {len(gen.samples)} samples")
+        can_stop = not self.cfg.ignore_eos and item.task != "video"  # video never stops early
         samples = [
-            to_sample(list(s.token_ids), list(s.logprobs), r, list(s.inserted))
+            to_sample(
+                list(s.token_ids),
+                list(s.logprobs),
+                r,
+                list(s.inserted),
+                truncated=can_stop and s.finish_reason == "length",
+            )
             for s, r in zip(gen.samples, results, strict=True)
         ]
         return ScoredGroup(

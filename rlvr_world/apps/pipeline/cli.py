@@ -63,10 +63,18 @@ def run_run(args: argparse.Namespace) -> int:
     summary = run_pipeline(cfg, str(args.config))
     evals = summary.get("eval", {})
     for name, report in evals.items():
+        if cfg.task == "web":
+            print(
+                f"held-out {name}: F1 {report['mean_reward']:.3f}, "
+                f"exact {report['accuracy']:.3f} (n={report['n']})"
+            )
+            continue
         print(
-            f"held-out {name}: accuracy {report['accuracy']:.3f}, "
+            f"held-out {name}: exact match {report['accuracy']:.3f}, "
             f"mean reward {report['mean_reward']:.3f} (n={report['n']})"
         )
+    if "headline_text" in summary:
+        print(summary["headline_text"])
     print(
         f"{summary['trainer_steps']} GRPO steps, {summary['samples_per_s']:.2f} samples/s, "
         f"wall {summary['wall_s']:.0f}s; report: {cfg.run.run_dir / 'report.md'}"

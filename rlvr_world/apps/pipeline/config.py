@@ -7,16 +7,20 @@ Every field has a description and bounds; ``configs/pipeline/*.yaml`` are the sh
 ``crawl/<game>.jsonl.gz``) instead. The default model is a from-scratch tiny
 Llama with a tokenizer trained on the run's own prompts (``model.tiny``); ``model.path`` names a
 Hugging Face model directory (with its tokenizer) instead.
+
+``task: web`` reads web transitions instead (``WebDataConfig``: ``data.sources`` names the shared
+MiniWoB++ / WebArena files or collector output directories); the rest of the config is the same.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, model_validator
 
+from rlvr_world.apps.grpo import RlSection
 from rlvr_world.tiny_model import TinyLMConfig
 
 
@@ -32,16 +36,127 @@ class KitchenData(_Section):
 
 
 class DataConfig(_Section):
-    """Where the transitions come from and how they are split."""
+    """Where the transitions come from and how they are split (seeded by ``run.seed``)."""
 
     kitchen: KitchenData = Field(default_factory=KitchenData, description="synthetic game")
     records: Path | None = Field(
-        default=None, description="GPT-simulator records file (JSON Lines, .gz ok); unset: kitchen"
+        default=None,
+        description="GPT-simulator records file (JSON Lines, .gz ok), split by hash; unset "
+        "(and no crawl_dir): the kitchen game",
+    )
+    crawl_dir: Path | None = Field(
+        default=None,
+        description="GPT-simulator crawl folder (<game>.jsonl.gz): train on every transition "
+        "not in test_records, evaluate on test_records (the official test split)",
+    )
+    test_records: Path | None = Field(
+        default=None, description="the official test records (test.jsonl); with crawl_dir"
+    )
+    games: list[str] | None = Field(
+        default=None, description="only these games (crawl and test); unset: every game"
+    )
+    max_per_game: int | None = Field(
+        default=None, ge=1, le=10_000_000, description="crawl transitions sampled per game"
+    )
+    max_prompt_chars: int | None = Field(
+        default=None,
+        ge=100,
+        le=10_000_000,
+        description="leave out transitions whose prompt is longer (a CPU context budget); "
+        "counted in the run log",
+    )
+    prompt: Literal["compact", "bare", "paper"] = Field(
+        default="compact",
+        description="compact: instruction + state + action; bare: the same without the "
+        "instruction paragraph (a from-scratch model cannot read it; ~120 tokens shorter); "
+        "paper: the paper's prompt with the game's rules and in-context examples (rules_dir)",
+    )
+    rules_dir: Path | None = Field(
+        default=None,
+        description="GPT-simulator data folder with rules/*.json and examples.json (paper prompt)",
     )
     test_fraction: float = Field(default=0.2, gt=0.0, lt=1.0, description="held-out share")
     max_train: int = Field(default=600, ge=1, le=10_000_000, description="most train prompts")
-    max_test: int = Field(default=30, ge=1, le=1_000_000, description="most held-out prompts")
-    seed: int = Field(default=0, ge=0, description="split and subsample seed")
+    max_test: int = Field(
+        default=30,
+        ge=1,
+        le=1_000_000,
+        description="most held-out prompts: a seeded draw that keeps the changed/unchanged "
+        "shares of the whole held-out split",
+    )
+
+    @model_validator(mode="after")
+    def _one_source(self) -> DataConfig:
+        if self.records is not None and self.crawl_dir is not None:
+            raise ValueError("data: set records or crawl_dir, not both")
+        if (self.crawl_dir is None) != (self.test_records is None):
+            raise ValueError("data: crawl_dir and test_records go together")
+        if self.prompt == "paper" and self.rules_dir is None:
+            raise ValueError("data.prompt: paper needs data.rules_dir (rules/ and examples.json)")
+        return self
+
+
+class WebDataConfig(_Section):
+    """Web transitions (``task: web``): MiniWoB++ / WebArena files or collector directories.
+
+    Prepared by ``rlvr_world.web.items.build_web_items``: de-duplicated, split by task family (a
+    held-out task is never trained on, not even as a variant), filtered by length, capped. The
+    length filter runs twice: on characters (``max_chars``, before the tokenizer exists) and on
+    the policy's tokens (``max_tokens``, the SFT context), each counted in the run log."""
+
+    sources: list[Path] = Field(
+        min_length=1,
+        description="transition files (*.jsonl), folders of them (data/web) or collector "
+        "output directories (their transitions.jsonl)",
+    )
+    prompt: Literal["compact", "paper"] = Field(
+        default="compact",
+        description="compact: the paper's slots with a three-line instruction; paper: the "
+        "paper's prompt with its rules, action vocabulary and example (~500 tokens more)",
+    )
+    test_fraction: float = Field(
+        default=0.2, ge=0.0, lt=1.0, description="held-out share of task families"
+    )
+    test_tasks: list[str] = Field(
+        default_factory=list,
+        description="held-out tasks (their whole families); empty: a seeded test_fraction",
+    )
+    split_seed: int | None = Field(
+        default=None,
+        ge=0,
+        le=2**31 - 1,
+        description="seed of the task split; unset: run.seed. Fixed, every seed of a "
+        "comparison evaluates the same held-out items",
+    )
+    max_chars: int | None = Field(
+        default=2000,
+        ge=100,
+        le=10_000_000,
+        description="leave out examples whose prompt + target exceed this many characters "
+        "(the CPU budget; the paper's limit is 5,000 tokens); null: no character limit",
+    )
+    max_tokens: int = Field(
+        default=1024,
+        ge=16,
+        le=1_000_000,
+        description="leave out examples whose <bos> prompt + target <eos> exceed this many "
+        "tokens of the policy's tokenizer (the SFT context)",
+    )
+    max_train: int = Field(default=1000, ge=1, le=10_000_000, description="most train items")
+    max_test: int = Field(default=300, ge=1, le=1_000_000, description="most held-out items")
+
+
+def _data_kind(value: Any) -> str:
+    """Which data section a raw ``data`` value is: ``web`` when it names ``sources``."""
+    if isinstance(value, WebDataConfig) or (isinstance(value, dict) and "sources" in value):
+        return "web"
+    return "text_game"
+
+
+TaskData = Annotated[
+    Annotated[DataConfig, Tag("text_game")] | Annotated[WebDataConfig, Tag("web")],
+    Discriminator(_data_kind),
+]
 
 
 class ModelSection(_Section):
@@ -68,45 +183,73 @@ class SftSection(_Section):
     epochs: int = Field(default=3, ge=1, le=1000, description="passes over the train prompts")
     lr: float = Field(default=2e-3, gt=0.0, le=1.0, description="peak learning rate")
     batch_size: int = Field(default=8, ge=1, le=4096, description="examples per step")
+    schedule: Literal["constant", "cosine"] = Field(
+        default="constant", description="learning rate after the warm-up: constant or cosine to 0"
+    )
     torch_threads: int = Field(default=2, ge=1, le=512, description="threads (nothing else runs)")
 
 
-class RlSection(_Section):
-    """GRPO: the orchestrator's sampling and the trainer's steps."""
+class TextRl(RlSection):
+    """GRPO of a language world model (shared fields: ``apps.grpo.RlSection``)."""
 
-    group_size: int = Field(default=4, ge=2, le=1024, description="samples per prompt (G)")
-    steps: int = Field(default=12, ge=1, le=1_000_000, description="optimizer steps")
-    groups_per_step: int = Field(default=4, ge=1, le=100_000, description="groups per step")
-    micro_batch_size: int = Field(default=8, ge=1, le=100_000, description="samples per backward")
-    lr: float = Field(default=5e-5, gt=0.0, le=1.0, description="GRPO learning rate")
-    kl_coef: float = Field(default=0.001, ge=0.0, le=100.0, description="KL loss beta")
     max_tokens: int = Field(default=160, ge=1, le=100_000, description="new tokens per sample")
-    temperature: float = Field(default=1.0, gt=0.0, le=10.0, description="sampling temperature")
-    max_staleness: int = Field(
-        default=2,
-        ge=1,
-        le=1000,
-        description="policy versions of lag; >= 1, since a group generated while the trainer "
-        "publishes the next version would otherwise always arrive stale and the run would stall",
-    )
-    max_inflight: int = Field(default=2, ge=1, le=1000, description="prompts in flight")
     reward_variant: Literal["strict", "paper"] = Field(default="strict", description="variant")
     reward_type: Literal["binary", "task_specific"] = Field(
         default="binary", description="text-game reward type"
     )
+    truncated_reward: float | None = Field(
+        default=0.0,
+        ge=-1e6,
+        le=1e6,
+        description="reward an answer cut at max_tokens trains with (DAPO's overlong "
+        "punishment; the scorers read the first complete answer, so without it an answer that "
+        "never stops is free); null: its scored reward",
+    )
 
 
 class EvalSection(_Section):
-    """Greedy evaluation on the held-out split, before and after GRPO."""
+    """Greedy held-out evaluation: the start, the control and the RLVR model on the same items,
+    plus a held-out curve during GRPO."""
 
-    enabled: bool = Field(default=True, description="evaluate before and after")
+    enabled: bool = Field(default=True, description="evaluate (start, control, RLVR)")
     max_tokens: int = Field(default=160, ge=1, le=100_000, description="new tokens per answer")
+    curve_every: int = Field(
+        default=0,
+        ge=0,
+        le=1_000_000,
+        description="evaluate a held-out slice whenever the trainer has taken this many more "
+        "steps (0: no curve)",
+    )
+    curve_items: int = Field(
+        default=50, ge=1, le=1_000_000, description="held-out items of each curve point"
+    )
+
+
+class ControlSection(_Section):
+    """The control: continued SFT (MLE) from the same start checkpoint, same budget as GRPO."""
+
+    enabled: bool = Field(default=True, description="train and evaluate the control")
+    budget: Literal["samples", "wall_time"] = Field(
+        default="samples",
+        description="samples: as many SFT examples as GRPO trained sequences (groups x G); "
+        "wall_time: SFT for as long as the GRPO phase took",
+    )
+    lr: float | None = Field(
+        default=None, gt=0.0, le=1.0, description="learning rate (unset: sft.lr, constant)"
+    )
 
 
 class RunSection(_Section):
-    """Run directory and process settings."""
+    """Run directory, seed and process settings."""
 
     run_dir: Path = Field(default=Path("runs/kitchen"), description="everything the run writes")
+    seed: int = Field(
+        default=0,
+        ge=0,
+        le=2**31 - 1,
+        description="seeds everything: the split and draws of the data, the model's "
+        "initialisation, SFT order, GRPO sampling and data order, the trainer, the control",
+    )
     service_start_timeout_s: float = Field(
         default=180.0, gt=0.0, le=3600.0, description="wait for each service to be ready"
     )
@@ -120,13 +263,41 @@ class RunSection(_Section):
 class PipelineConfig(_Section):
     """One ``rlvr-world run``."""
 
-    task: Literal["text_game"] = Field(default="text_game", description="the world-model task")
-    data: DataConfig = Field(default_factory=DataConfig, description="data")
+    task: Literal["text_game", "web"] = Field(
+        default="text_game", description="the world-model task"
+    )
+    data: TaskData = Field(
+        default_factory=DataConfig,
+        description="text game: DataConfig; web: WebDataConfig (data.sources)",
+    )
     model: ModelSection = Field(default_factory=ModelSection, description="policy model")
     sft: SftSection = Field(default_factory=SftSection, description="SFT warm-up")
-    rl: RlSection = Field(default_factory=RlSection, description="GRPO")
+    rl: TextRl = Field(default_factory=TextRl, description="GRPO")
     eval: EvalSection = Field(default_factory=EvalSection, description="held-out evaluation")
+    control: ControlSection = Field(default_factory=ControlSection, description="MLE control")
     run: RunSection = Field(default_factory=RunSection, description="run")
+
+    @model_validator(mode="after")
+    def _data_fits_task(self) -> PipelineConfig:
+        if self.task == "web" and not isinstance(self.data, WebDataConfig):
+            raise ValueError("task: web needs data.sources (web transition files or folders)")
+        if self.task == "text_game" and isinstance(self.data, WebDataConfig):
+            raise ValueError("data.sources is web data: set task: web")
+        return self
+
+    @property
+    def web_data(self) -> WebDataConfig:
+        """The web data section; ``ValueError`` for a text-game run."""
+        if not isinstance(self.data, WebDataConfig):
+            raise ValueError("not a web run: data is text-game data")
+        return self.data
+
+    @property
+    def text_data(self) -> DataConfig:
+        """The text-game data section; ``ValueError`` for a web run."""
+        if not isinstance(self.data, DataConfig):
+            raise ValueError("not a text-game run: data is web data")
+        return self.data
 
 
 def apply_overrides(data: dict[str, Any], overrides: dict[str, Any]) -> dict[str, Any]:

@@ -1,164 +1,121 @@
-"""``rlvr-world run CONFIG``: the whole language world-model pipeline on one machine.
+"""``rlvr-world run CONFIG``: the whole language world-model pipeline on one machine (the text
+game, or ``task: web``: accessibility-tree diffs scored by F1).
 
-Order: build the prompt items (train / held-out), build the tiny model (or take ``model.path``),
-SFT warm-up (in this process), start the embedded Redis and the reward, decoder and rollout
-services (supervised processes on free loopback ports), evaluate greedily on the held-out split,
-start the trainer process (``rlvr-world train`` with a generated config, starting from the SFT
-weights and checkpointing every step), run the orchestrator here until the trainer finishes, wait
-until the rollout service serves the final weights, evaluate again, write the report.
+Order: build the prompt items (train / held-out, seeded by ``run.seed``), build the tiny model (or
+take ``model.path``), SFT warm-up (in this process): that checkpoint is the *start*. Then the
+embedded Redis and the reward, decoder and rollout services (supervised processes on free loopback
+ports); greedy held-out evaluation of the start; the trainer process (``rlvr-world train`` with a
+generated config, starting from the start weights, checkpointing every step) fed by the
+orchestrator until it exits, with a held-out curve point every ``eval.curve_every`` steps; the
+final weights served and evaluated (*RLVR*). Then the *control*: SFT continued from the start for
+GRPO's budget (``control.budget``: as many examples as GRPO trained sequences, or as long as GRPO
+ran), served by a second rollout service and evaluated on the same items. The headline compares
+the three with paired bootstrap intervals (``apps.pipeline.results``); the report plots the train
+reward, the diagnostics and the held-out curve. The task decides the data
+(``apps.pipeline.data.build_run_items``) and the metric (``apps.pipeline.results.METRICS``); a
+web run also filters its items by the policy's tokens once the tokenizer exists.
 
-Run directory: ``data/`` (items), ``model/`` (base, sft), ``redis/``, ``logs/`` (one per process),
-``trainer/`` (checkpoints, ``train_log.jsonl``), ``ledger.jsonl``, ``pipeline_log.jsonl``,
-``eval_<name>.jsonl`` (answers), ``curve.png``, ``report.md``, ``summary.json``.
+Run directory: ``data/`` (items), ``model/`` (base, sft, control), ``redis/``, ``logs/`` (one per
+process), ``trainer/`` (checkpoints, ``train_log.jsonl``), ``ledger.jsonl``,
+``pipeline_log.jsonl``, ``eval_<name>.jsonl`` (answers), ``curve.png``, ``report.md``,
+``summary.json`` (with ``headline``).
 """
 
 from __future__ import annotations
 
 import asyncio
-import itertools
+import contextlib
 import json
 import logging
+import math
+import random
 import time
-from collections.abc import Iterator
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
 import yaml
-from prometheus_client import CollectorRegistry
 
+from rlvr_world.apps.grpo import latest_version, orchestrator_config, run_grpo, trainer_config
 from rlvr_world.apps.orchestrator.clients import ServiceClients
-from rlvr_world.apps.orchestrator.ledger import Ledger
-from rlvr_world.apps.orchestrator.metrics import OrchestratorMetrics
-from rlvr_world.apps.orchestrator.worker import Orchestrator, OrchestratorConfig, RunStats
+from rlvr_world.apps.orchestrator.worker import RunStats
 from rlvr_world.apps.pipeline.config import PipelineConfig
-from rlvr_world.apps.pipeline.data import build_items
-from rlvr_world.apps.pipeline.evaluate import EvalReport, evaluate
+from rlvr_world.apps.pipeline.data import build_run_items
+from rlvr_world.apps.pipeline.evaluate import Answer, EvalReport, evaluate
 from rlvr_world.apps.pipeline.report import plot_curve, train_steps, write_report
-from rlvr_world.apps.pipeline.stack import Addresses, start_services, trainer_spec
+from rlvr_world.apps.pipeline.results import (
+    METRICS,
+    always_no_change_f1,
+    headline,
+    no_change_rates,
+    reward_trend,
+)
+from rlvr_world.apps.pipeline.stack import Addresses, rollout_spec, start_services, trainer_spec
 from rlvr_world.apps.supervisor import Supervisor
 from rlvr_world.items import PromptItem, save_items
 from rlvr_world.queue.server import RedisHandle, start_embedded
-from rlvr_world.queue.stream import Producer, QueueMetrics, StreamNames
 from rlvr_world.runlog import JsonlLog
+from rlvr_world.stats import describe
 
 logger = logging.getLogger(__name__)
 
-WEIGHTS_KEY = "rlvr:weights:latest"
-
-
-def requests_forever(items: list[PromptItem], seed: int) -> Iterator[tuple[str, PromptItem]]:
-    """``(key, item)`` pairs: the items reshuffled every epoch, keys unique per epoch."""
-    import random
-
-    rng = random.Random(seed)
-    for epoch in itertools.count():
-        order = list(items)
-        rng.shuffle(order)
-        for item in order:
-            yield f"{item.prompt_id}@{epoch}", item
-
-
-def latest_version(handle: RedisHandle) -> int:
-    """The trainer's last published weights version (0 before the first)."""
-    raw = handle.client.get(WEIGHTS_KEY)
-    return int(json.loads(raw)["version"]) if raw else 0
-
-
-def trainer_config(
-    cfg: PipelineConfig, model: Path, redis_url: str, run_dir: Path
-) -> dict[str, Any]:
-    """The trainer's YAML (``trainer.config.TrainerConfig``) for this run."""
-    rl = cfg.rl
-    return {
-        "model": {"path": str(model), "temperature": rl.temperature},
-        "optim": {"lr": rl.lr},
-        "grpo": {"kl_coef": rl.kl_coef},
-        "batch": {"groups_per_step": rl.groups_per_step, "micro_batch_size": rl.micro_batch_size},
-        "queue": {
-            "redis_url": redis_url,
-            "max_staleness": rl.max_staleness,
-            "idle_timeout_s": cfg.run.trainer_idle_timeout_s,
-        },
-        "run": {
-            "run_dir": str(run_dir),
-            "total_steps": rl.steps,
-            "checkpoint_every": 1,
-            "keep_checkpoints": 2,
-            "device": "cpu",
-            "progress": False,
-        },
-    }
-
-
-def orchestrator_config(cfg: PipelineConfig) -> OrchestratorConfig:
-    rl = cfg.rl
-    return OrchestratorConfig(
-        group_size=rl.group_size,
-        max_tokens=rl.max_tokens,
-        temperature=rl.temperature,
-        max_inflight=rl.max_inflight,
-        max_staleness=rl.max_staleness,
-        variant=rl.reward_variant,
-        reward_type=rl.reward_type,
-        drain_s=5.0,
-    )
-
-
-async def orchestrate_until_trainer_exits(
-    cfg: OrchestratorConfig,
-    sup: Supervisor,
-    addrs: Addresses,
-    redis: RedisHandle,
-    requests: Iterator[tuple[str, PromptItem]],
-    *,
-    run_dir: Path,
-    max_len: int,
-    total: int,
-    progress: bool,
-) -> RunStats:
-    """Feed ``requests`` through the services into the stream (bound ``max_len``) until the
-    supervised trainer process exits; the ledger goes to ``run_dir/ledger.jsonl``."""
-    clients = ServiceClients(addrs.rollout, addrs.decoder, addrs.reward)
-    registry = CollectorRegistry()
-    producer = Producer(redis.client, StreamNames(), max_len, QueueMetrics(registry))
-    ledger = Ledger(run_dir / "ledger.jsonl")
-    orch = Orchestrator(
-        cfg,
-        clients,
-        producer=producer,
-        ledger=ledger,
-        metrics=OrchestratorMetrics(registry),
-        latest_version=lambda: latest_version(redis),
-        progress=progress,
-    )
-    try:
-        return await orch.run(requests, stop=lambda: not sup.alive("trainer"), total=total)
-    finally:
-        ledger.close()
-        await clients.close()
-
 
 class PipelineRun:
-    """One run; ``run()`` does everything and returns the summary."""
+    """One run; ``run_async()`` does everything and returns the summary."""
 
     def __init__(self, cfg: PipelineConfig, config_path: str = "") -> None:
         self.cfg, self.config_path = cfg, config_path
+        self.seed = cfg.run.seed
         self.run_dir = cfg.run.run_dir
         self.run_dir.mkdir(parents=True, exist_ok=True)
         self.log = JsonlLog(self.run_dir / "pipeline_log.jsonl")
-        self.summary: dict[str, Any] = {"config": config_path}
+        self.summary: dict[str, Any] = {"config": config_path, "seed": self.seed}
+        self.answers: dict[str, list[Answer]] = {}
+        self.evals: dict[str, dict[str, Any]] = {}
+        self.curve: list[dict[str, Any]] = []
+        self.metric = METRICS[cfg.task]
+        self.test_items: list[PromptItem] = []
+
+    # ------------------------------------------------------------------ start checkpoint
 
     def prepare(self) -> tuple[list[PromptItem], list[PromptItem], Path]:
         """Items, the model directory (tiny built here), and SFT when configured."""
-        train, test = build_items(self.cfg.data)
+        train, test, stats = build_run_items(self.cfg)
+        model = self._base_model(train + test)
+        if self.cfg.task == "web":
+            train, test, stats = self._fit_web(model, train, test, stats)
         save_items(train, self.run_dir / "data" / "train.jsonl")
         save_items(test, self.run_dir / "data" / "test.jsonl")
-        self.log.write("data", train=len(train), test=len(test))
-        model = self._base_model(train + test)
+        self.test_items = test
+        changed = sum(1 for i in test if i.changed)
+        self.summary["data"] = {
+            "train": len(train),
+            "test": len(test),
+            "test_changed": changed,
+            **stats,
+        }
+        self.log.write("data", **self.summary["data"])
         if self.cfg.sft.enabled:
-            model = self._sft(model, train)
+            model = self._sft(model, train, self.run_dir / "model" / "sft")
         return train, test, model
+
+    def _fit_web(
+        self, model: Path, train: list[PromptItem], test: list[PromptItem], stats: dict[str, Any]
+    ) -> tuple[list[PromptItem], list[PromptItem], dict[str, Any]]:
+        """The token length filter of a web run (``web_data.fit_to_tokenizer``), counted."""
+        from rlvr_world.apps.pipeline.web_data import fit_to_tokenizer
+
+        limit = self.cfg.web_data.max_tokens
+        train, long_train = fit_to_tokenizer(train, model, limit)
+        test, long_test = fit_to_tokenizer(test, model, limit)
+        if not train or not test:
+            raise ValueError(
+                f"web data: every {'train' if not train else 'held-out'} item exceeds "
+                f"data.max_tokens={limit} tokens of the policy's tokenizer"
+            )
+        stats = {**stats, "train_too_long_tokens": long_train, "test_too_long_tokens": long_test}
+        stats |= {"train_changed": sum(1 for i in train if i.changed), "max_tokens": limit}
+        return train, test, stats
 
     def _base_model(self, items: list[PromptItem]) -> Path:
         if self.cfg.model.path is not None:
@@ -166,65 +123,130 @@ class PipelineRun:
         from rlvr_world.tiny_model import build_tiny_lm
 
         assert self.cfg.model.tiny is not None
+        shape = self.cfg.model.tiny.model_copy(update={"seed": self.seed})
         corpus = [i.prompt for i in items] + [i.target for i in items]
-        return build_tiny_lm(self.run_dir / "model" / "base", corpus, self.cfg.model.tiny)
+        return build_tiny_lm(self.run_dir / "model" / "base", corpus, shape)
 
-    def _sft(self, model: Path, train: list[PromptItem]) -> Path:
+    def _sft(self, model: Path, train: list[PromptItem], out: Path, **budget: Any) -> Path:
         from trainer.sft import SftConfig, run_sft
 
         s = self.cfg.sft
+        name = out.name
+        if self.cfg.task == "web":
+            budget.setdefault("max_length", self.cfg.web_data.max_tokens)
         sft_cfg = SftConfig(
-            epochs=s.epochs, lr=s.lr, batch_size=s.batch_size, torch_threads=s.torch_threads
+            epochs=budget.pop("epochs", s.epochs),
+            lr=budget.pop("lr", s.lr),
+            batch_size=s.batch_size,
+            torch_threads=s.torch_threads,
+            seed=self.seed,
+            schedule=budget.pop("schedule", s.schedule),
+            **budget,
         )
         result = run_sft(
             model,
             [(i.prompt, i.target) for i in train],
-            self.run_dir / "model" / "sft",
+            out,
             sft_cfg,
-            on_epoch=lambda e, loss: self.log.write("sft_epoch", epoch=e, loss=loss),
+            on_epoch=lambda e, loss: self.log.write(f"{name}_epoch", epoch=e, loss=loss),
         )
-        self.summary["sft_s"] = result.seconds
-        self.log.write("sft", steps=result.steps, seconds=result.seconds, losses=result.losses)
+        self.summary[f"{name}_s"] = result.seconds
+        self.summary[f"{name}_steps"] = result.steps
+        self.log.write(name, steps=result.steps, seconds=result.seconds, losses=result.losses)
         return result.path
 
-    async def _eval(self, name: str, addrs: Addresses, test: list[PromptItem]) -> EvalReport:
-        clients = ServiceClients(addrs.rollout, addrs.decoder, addrs.reward)
+    # ------------------------------------------------------------------ evaluation
+
+    async def _eval(
+        self, rollout: str, addrs: Addresses, items: list[PromptItem]
+    ) -> tuple[EvalReport, list[Answer]]:
+        """Greedy answers of the model ``rollout`` serves, scored (``evaluate``)."""
+        clients = ServiceClients(rollout, addrs.decoder, addrs.reward)
         try:
-            report, answers = await evaluate(
+            return await evaluate(
                 clients,
-                test,
+                items,
                 max_tokens=self.cfg.eval.max_tokens,
                 variant=self.cfg.rl.reward_variant,
             )
         finally:
             await clients.close()
+
+    async def _eval_named(
+        self, name: str, rollout: str, addrs: Addresses, test: list[PromptItem]
+    ) -> None:
+        report, answers = await self._eval(rollout, addrs, test)
+        self.answers[name] = answers
+        self.evals[name] = report.to_dict()
         with (self.run_dir / f"eval_{name}.jsonl").open("w") as fh:
             for a in answers:
                 fh.write(json.dumps(asdict(a)) + "\n")
         self.log.write("eval", name=name, **report.to_dict())
         logger.info(
-            "held-out %s: accuracy %.3f, mean reward %.3f",
+            "held-out %s: %s %.3f (n=%d)",
             name,
-            report.accuracy,
-            report.mean_reward,
+            self.metric.label,
+            getattr(report, self.metric.report_key),
+            report.n,
         )
-        return report
+
+    async def _curve(
+        self, addrs: Addresses, redis: RedisHandle, items: list[PromptItem], done: asyncio.Event
+    ) -> None:
+        """A held-out point whenever the trainer has published ``eval.curve_every`` more steps."""
+        every = self.cfg.eval.curve_every
+        next_at = every
+        while not done.is_set():
+            if latest_version(redis) >= next_at:
+                report, _ = await self._eval(addrs.rollout, addrs, items)
+                point = {"step": report.policy_version, **report.to_dict()}
+                self.curve.append(point)
+                self.log.write("curve", **point)
+                next_at = max(next_at + every, report.policy_version + every)
+            else:
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(done.wait(), timeout=1.0)
+
+    # ------------------------------------------------------------------ GRPO
 
     async def _grpo(
-        self, sup: Supervisor, addrs: Addresses, redis: RedisHandle, train: list[PromptItem]
+        self,
+        sup: Supervisor,
+        addrs: Addresses,
+        redis: RedisHandle,
+        train: list[PromptItem],
+        test: list[PromptItem],
     ) -> RunStats:
         rl = self.cfg.rl
-        return await orchestrate_until_trainer_exits(
-            orchestrator_config(self.cfg),
-            sup,
-            addrs,
-            redis,
-            requests_forever(train, self.cfg.data.seed),
-            run_dir=self.run_dir,
-            max_len=rl.groups_per_step * max(1, rl.max_staleness),
-            total=rl.steps * rl.groups_per_step,
-            progress=self.cfg.run.progress,
+        orch = orchestrator_config(
+            rl,
+            seed=self.seed,
+            max_tokens=rl.max_tokens,
+            variant=rl.reward_variant,
+            reward_type=rl.reward_type,
         )
+        done = asyncio.Event()
+        curve = None
+        if self.cfg.eval.enabled and self.cfg.eval.curve_every:
+            curve = asyncio.create_task(
+                self._curve(addrs, redis, test[: self.cfg.eval.curve_items], done)
+            )
+        try:
+            return await run_grpo(
+                rl,
+                orch,
+                train,
+                sup=sup,
+                addrs=addrs,
+                redis=redis,
+                seed=self.seed,
+                run_dir=self.run_dir,
+                progress=self.cfg.run.progress,
+            )
+        finally:
+            done.set()
+            if curve is not None:
+                await curve
 
     async def _await_version(self, addrs: Addresses, version: int, timeout_s: float = 120.0) -> int:
         clients = ServiceClients(addrs.rollout, addrs.decoder, addrs.reward)
@@ -238,58 +260,167 @@ class PipelineRun:
         finally:
             await clients.close()
 
+    def _write_trainer_yaml(self, model: Path, redis_url: str) -> Path:
+        r = self.cfg.run
+        data = trainer_config(
+            self.cfg.rl,
+            model=model,
+            redis_url=redis_url,
+            trainer_dir=self.run_dir / "trainer",
+            device="cpu",
+            idle_timeout_s=r.trainer_idle_timeout_s,
+            seed=self.seed,
+        )
+        path = self.run_dir / "trainer.yaml"
+        path.write_text(yaml.safe_dump(data, sort_keys=False))
+        return path
+
+    async def _rlvr_phase(
+        self,
+        sup: Supervisor,
+        addrs: Addresses,
+        redis: RedisHandle,
+        model: Path,
+        items: tuple[list[PromptItem], list[PromptItem]],
+    ) -> None:
+        train, test = items
+        r = self.cfg.run
+        t1 = time.perf_counter()
+        sup.start(
+            trainer_spec(self._write_trainer_yaml(model, redis.url)),
+            timeout_s=r.service_start_timeout_s,
+        )
+        stats = await self._grpo(sup, addrs, redis, train, test)
+        code = sup.get("trainer").popen.wait()
+        self.summary["grpo_s"] = time.perf_counter() - t1
+        final = latest_version(redis)
+        served = await self._await_version(addrs, final)
+        self.summary.update(
+            trainer_exit=code,
+            trainer_steps=final,
+            served_version=served,
+            pushed=stats.pushed,
+            failed=stats.failed,
+            samples=stats.samples,
+            samples_per_s=stats.samples / max(self.summary["grpo_s"], 1e-9),
+        )
+        self.log.write("grpo", **self.summary)
+
+    # ------------------------------------------------------------------ control
+
+    def control_budget(self, trained_sequences: int) -> dict[str, Any]:
+        """The control's SFT budget for GRPO's (``control.budget``)."""
+        c = self.cfg.control
+        lr = c.lr if c.lr is not None else self.cfg.sft.lr
+        fixed = {"epochs": 10_000, "lr": lr, "schedule": "constant"}
+        if c.budget == "wall_time":
+            return {**fixed, "max_seconds": self.summary["grpo_s"]}
+        steps = max(1, math.ceil(trained_sequences / self.cfg.sft.batch_size))
+        return {**fixed, "max_steps": steps}
+
+    async def _control_phase(
+        self,
+        sup: Supervisor,
+        addrs: Addresses,
+        start: Path,
+        items: tuple[list[PromptItem], list[PromptItem]],
+    ) -> None:
+        train, test = items
+        trained = self.summary.get("trained_sequences", 0)
+        budget = self.control_budget(trained)
+        rng = random.Random(self.seed + 1)
+        order = list(train)
+        rng.shuffle(order)
+        control = self._sft(
+            start, order, self.run_dir / "model" / "control", warmup_steps=0, **budget
+        )
+        self.summary["control_budget"] = {
+            "kind": self.cfg.control.budget,
+            **budget,
+            "trained_sequences": trained,
+        }
+        spec = rollout_spec(control, None, self._max_tokens(), name="rollout-control")
+        sup.start(spec, timeout_s=self.cfg.run.service_start_timeout_s)
+        await self._eval_named("control", spec.ready.address, addrs, test)  # type: ignore[union-attr]
+        sup.stop("rollout-control")
+
+    def _max_tokens(self) -> int:
+        return max(self.cfg.rl.max_tokens, self.cfg.eval.max_tokens)
+
+    # ------------------------------------------------------------------ the whole run
+
     async def run_async(self) -> dict[str, Any]:
         t0 = time.perf_counter()
         train, test, model = self.prepare()
         redis = start_embedded(self.run_dir / "redis")
-        evals: dict[str, dict[str, Any]] = {}
+        ev, r = self.cfg.eval, self.cfg.run
         try:
             with Supervisor(self.run_dir) as sup:
-                r = self.cfg.run
                 addrs = start_services(
                     sup,
                     model=model,
                     redis_url=redis.url,
-                    max_tokens=max(self.cfg.rl.max_tokens, self.cfg.eval.max_tokens),
+                    max_tokens=self._max_tokens(),
                     reward_workers=r.reward_workers,
                     timeout_s=r.service_start_timeout_s,
                 )
                 self.log.write("services", **asdict(addrs))
-                if self.cfg.eval.enabled:
-                    evals["before"] = (await self._eval("before", addrs, test)).to_dict()
-                tcfg = trainer_config(self.cfg, model, redis.url, self.run_dir / "trainer")
-                tpath = self.run_dir / "trainer.yaml"
-                tpath.write_text(yaml.safe_dump(tcfg, sort_keys=False))
-                t1 = time.perf_counter()
-                sup.start(trainer_spec(tpath), timeout_s=r.service_start_timeout_s)
-                stats = await self._grpo(sup, addrs, redis, train)
-                code = sup.get("trainer").popen.wait()
-                self.summary["grpo_s"] = time.perf_counter() - t1
-                final = latest_version(redis)
-                served = await self._await_version(addrs, final)
-                self.summary.update(
-                    trainer_exit=code,
-                    trainer_steps=final,
-                    served_version=served,
-                    pushed=stats.pushed,
-                    failed=stats.failed,
-                    samples=stats.samples,
-                    samples_per_s=stats.samples / max(self.summary["grpo_s"], 1e-9),
+                if ev.enabled:
+                    await self._eval_named("start", addrs.rollout, addrs, test)
+                await self._rlvr_phase(sup, addrs, redis, model, (train, test))
+                steps = train_steps(self.run_dir / "trainer" / "train_log.jsonl")
+                self.summary["trained_sequences"] = int(
+                    sum(s.get("samples_trained", 0) for s in steps)
                 )
-                self.log.write("grpo", **self.summary)
-                if self.cfg.eval.enabled:
-                    evals["after"] = (await self._eval("after", addrs, test)).to_dict()
+                if ev.enabled:
+                    await self._eval_named("rlvr", addrs.rollout, addrs, test)
+                if ev.enabled and self.cfg.control.enabled:
+                    await self._control_phase(sup, addrs, model, (train, test))
         finally:
             redis.close()
+        return self._finish(t0)
+
+    def _finish(self, t0: float) -> dict[str, Any]:
         self.summary["wall_s"] = time.perf_counter() - t0
-        self.summary["eval"] = evals
+        self.summary["eval"] = self.evals
+        self.summary["curve"] = self.curve
         steps = train_steps(self.run_dir / "trainer" / "train_log.jsonl")
-        plot = plot_curve(steps, evals, self.run_dir / "curve.png")
-        write_report(self.run_dir, self.summary, evals, plot)
+        self.summary["train_reward"] = reward_trend(steps)
+        if {"start", "control", "rlvr"} <= set(self.answers):
+            self._headline()
+        key = self.metric.report_key
+        plot = plot_curve(steps, self.evals, self.curve, self.run_dir / "curve.png", key=key)
+        write_report(self.run_dir, self.summary, self.evals, plot, label=self.metric.label)
         (self.run_dir / "summary.json").write_text(json.dumps(self.summary, indent=2))
-        self.log.write("end", **{k: v for k, v in self.summary.items() if k != "eval"})
+        self.log.write(
+            "end", **{k: v for k, v in self.summary.items() if k not in ("eval", "curve")}
+        )
         self.log.close()
         return self.summary
+
+    def _headline(self) -> None:
+        """The headline and the no-change diagnostic into the summary."""
+        baseline: dict[str, float] = {}
+        if self.cfg.task == "web":
+            baseline = always_no_change_f1(self.test_items, self.cfg.rl.reward_variant)
+        budget = self.cfg.control.budget
+        head = headline(
+            self.answers,
+            self.seed,
+            budget,
+            self.metric,
+            baselines={"always_no_change": baseline["all"]} if baseline else None,
+        )
+        self.summary["headline"] = head.to_dict()
+        self.summary["headline_text"] = describe(head)
+        unchanged = sum(1 for a in self.answers["start"] if a.changed is False)
+        self.summary["no_change_answers"] = {
+            **no_change_rates(self.answers, self.metric.no_change),
+            "true_unchanged_share": unchanged / max(len(self.answers["start"]), 1),
+        }
+        if baseline:
+            self.summary["no_change_answers"]["always_no_change_f1"] = baseline
+        logger.info("%s", describe(head))
 
 
 def run_pipeline(cfg: PipelineConfig, config_path: str = "") -> dict[str, Any]:

@@ -14,6 +14,7 @@ from typing import Any, Literal, Self
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from rlvr_world.apps.grpo import RlSection
 from rlvr_world.apps.pipeline.config import apply_overrides, read_config_mapping
 
 #: The ``rl.weights`` key standing for the metric ``eval.perceptual`` resolves to.
@@ -147,18 +148,14 @@ class VideoMle(_Section):
     )
 
 
-class VideoRl(_Section):
-    """GRPO through the rollout, decoder and reward services and the queue-fed trainer."""
+class VideoRl(RlSection):
+    """GRPO through the rollout, decoder and reward services and the queue-fed trainer (the
+    shared fields in ``apps.grpo.RlSection``; video defaults here)."""
 
     group_size: int = Field(default=8, ge=2, le=1024, description="samples per prompt (G)")
     steps: int = Field(default=60, ge=1, le=1_000_000, description="trainer optimizer steps")
-    groups_per_step: int = Field(default=4, ge=1, le=100_000, description="groups per step")
     micro_batch_size: int = Field(default=16, ge=1, le=100_000, description="samples/backward")
-    lr: float = Field(default=5e-5, gt=0.0, le=1.0, description="GRPO learning rate")
     kl_coef: float = Field(default=0.0, ge=0.0, le=100.0, description="KL loss beta")
-    temperature: float = Field(default=1.0, gt=0.0, le=10.0, description="sampling temperature")
-    max_staleness: int = Field(default=2, ge=1, le=1_000_000, description="versions of lag")
-    max_inflight: int = Field(default=2, ge=1, le=1000, description="prompts in flight")
     weights: dict[str, float] = Field(
         default_factory=lambda: {"l1": 1.0, "stlpips": 1.0},
         description="reward = -(sum weight * loss) over rewards.video metric names; "

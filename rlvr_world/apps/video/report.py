@@ -263,8 +263,9 @@ def metrics_table(evals: Mapping[str, Mapping[str, Any]], perceptual: str = "stl
 
 
 def headline_lines(summary: Mapping[str, Any]) -> list[str]:
-    """Markdown of ``headline`` and ``headline_terms``: means and the interval of the difference
-    (positive: RLVR better), or nothing when the run has no headline."""
+    """Markdown of ``headline`` and ``headline_terms``: means and the interval of RLVR - continued
+    MLE (positive is a gain where higher is better, negative where lower is), or nothing when the
+    run has no headline."""
     head = summary.get("headline")
     if not head:
         return []
@@ -274,7 +275,7 @@ def headline_lines(summary: Mapping[str, Any]) -> list[str]:
         f"## Headline: RLVR against continued MLE ({head['n']} held-out clips, seeds "
         f"{head['seeds']})",
         "",
-        "| metric | MLE start | continued MLE | RLVR | copy last frame | 95% CI of the gain |",
+        "| metric | MLE start | continued MLE | RLVR | copy last frame | 95% CI of RLVR - MLE |",
         "|---|---|---|---|---|---|",
     ]
     for h in rows:

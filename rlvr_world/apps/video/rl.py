@@ -5,8 +5,9 @@
 loopback, then the trainer from a generated YAML (it starts from the MLE weights and checkpoints
 every step), and feeds the train items through the orchestrator until the trainer exits. What it
 derives from the run configuration is computed by plain functions here: the items
-(``rl_items``), the trainer's YAML (``trainer_config``), the orchestrator's settings
-(``orchestrator_config``) and the rollout's token limit (``rollout_max_tokens``).
+(``rl_items``), the trainer's YAML (``write_trainer_yaml``), the orchestrator's settings
+(``orchestrator_config``) and the rollout's token limit (``rollout_max_tokens``); the settings
+every run type shares and the orchestration call are ``apps.grpo``'s.
 
 It does not evaluate, and it writes no summary: ``VideoRun.rl`` records the outcome.
 """
@@ -17,12 +18,12 @@ import time
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
 
 import yaml
 
+from rlvr_world.apps.grpo import orchestrator_config as shared_orchestrator_config
+from rlvr_world.apps.grpo import run_grpo, trainer_config
 from rlvr_world.apps.orchestrator.worker import OrchestratorConfig, RunStats
-from rlvr_world.apps.pipeline.runner import orchestrate_until_trainer_exits, requests_forever
 from rlvr_world.apps.pipeline.stack import start_services, trainer_spec
 from rlvr_world.apps.supervisor import Supervisor
 from rlvr_world.apps.video.config import VideoPipelineConfig
@@ -72,43 +73,21 @@ def rl_items(
     ]
 
 
-def trainer_config(
-    cfg: VideoPipelineConfig, model: Path, redis_url: str, run_dir: Path, seed: int = 0
-) -> dict[str, Any]:
-    """The trainer's YAML (``trainer.config.TrainerConfig``), writing under ``run_dir/trainer``,
-    torch seeded with ``seed``."""
-    rl = cfg.rl
-    return {
-        "model": {"path": str(model), "temperature": rl.temperature},
-        "optim": {"lr": rl.lr},
-        "grpo": {"kl_coef": rl.kl_coef},
-        "batch": {
-            "groups_per_step": rl.groups_per_step,
-            "micro_batch_size": rl.micro_batch_size,
-        },
-        "queue": {
-            "redis_url": redis_url,
-            "max_staleness": rl.max_staleness,
-            "idle_timeout_s": cfg.run.trainer_idle_timeout_s,
-        },
-        "run": {
-            "run_dir": str(run_dir / "trainer"),
-            "seed": seed,
-            "total_steps": rl.steps,
-            "checkpoint_every": 1,
-            "keep_checkpoints": 2,
-            "device": cfg.run.device,
-            "progress": False,
-        },
-    }
-
-
 def write_trainer_yaml(
     cfg: VideoPipelineConfig, model: Path, redis_url: str, run_dir: Path, seed: int = 0
 ) -> Path:
-    """``trainer_config`` written to ``run_dir/trainer.yaml``; returns the path."""
+    """The trainer's YAML (``apps.grpo.trainer_config``, writing under ``run_dir/trainer``) in
+    ``run_dir/trainer.yaml``; returns the path."""
+    data = trainer_config(
+        cfg.rl,
+        model=model,
+        redis_url=redis_url,
+        trainer_dir=run_dir / "trainer",
+        device=cfg.run.device,
+        idle_timeout_s=cfg.run.trainer_idle_timeout_s,
+        seed=seed,
+    )
     path = run_dir / "trainer.yaml"
-    data = trainer_config(cfg, model, redis_url, run_dir, seed)
     path.write_text(yaml.safe_dump(data, sort_keys=False))
     return path
 
@@ -140,19 +119,15 @@ def orchestrator_config(
     rl = cfg.rl
     weights = weights if weights is not None else reward_weights(rl, metric)
     perceptual = any(k in PERCEPTUAL_METRICS and w > 0 for k, w in weights.items())
-    return OrchestratorConfig(
+    return shared_orchestrator_config(
+        rl,
         seed=seed * SEED_STRIDE,
-        group_size=rl.group_size,
         max_tokens=tokens_per_frame,
-        temperature=rl.temperature,
-        max_inflight=rl.max_inflight,
-        max_staleness=rl.max_staleness,
         allowed_tokens=(0, len(visual_ids(vocab))),
         ignore_eos=True,
         video_weights=weights,
         video_lpips_net=cfg.eval.net if perceptual else "",
         video_repetition_penalty=rl.repetition_penalty,
-        drain_s=5.0,
     )
 
 
@@ -218,7 +193,7 @@ async def run_rl(
 ) -> RlOutcome:
     """Start Redis and the services, train from ``model`` until the trainer exits (module
     docstring); the services' addresses go to ``log``."""
-    r, rl = cfg.run, cfg.rl
+    r = cfg.run
     redis = start_embedded(run_dir / "redis")
     try:
         with Supervisor(run_dir) as sup:
@@ -239,15 +214,15 @@ async def run_rl(
             tpath = write_trainer_yaml(cfg, model, redis.url, run_dir, seed)
             t0 = time.perf_counter()
             sup.start(trainer_spec(tpath), timeout_s=r.service_start_timeout_s)
-            stats = await orchestrate_until_trainer_exits(
+            stats = await run_grpo(
+                cfg.rl,
                 orchestrator,
-                sup,
-                addrs,
-                redis,
-                requests_forever(items, seed),
+                items,
+                sup=sup,
+                addrs=addrs,
+                redis=redis,
+                seed=seed,
                 run_dir=run_dir,
-                max_len=rl.groups_per_step * max(1, rl.max_staleness),
-                total=rl.steps * rl.groups_per_step,
                 progress=r.progress,
             )
             code = sup.get("trainer").popen.wait()

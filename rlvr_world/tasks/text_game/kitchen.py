@@ -193,7 +193,8 @@ def enumerate_transitions(
     for state in _reachable(initial_state(slices, goal), max_states):
         if state[-1]["gameOver"]:
             continue
-        out.extend(_transition(state, a, len(out) + i) for i, a in enumerate(actions(state)))
+        base = len(out)  # fixed before extending: the generator would see len(out) grow
+        out.extend(_transition(state, a, base + i) for i, a in enumerate(actions(state)))
     return out
 
 

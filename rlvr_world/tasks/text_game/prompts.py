@@ -200,11 +200,14 @@ COMPACT_INSTRUCTION = (
 )
 
 
-def build_compact_prompt(transition: Transition) -> str:
-    """A short prompt for small models: instruction, task, JSON state, UUID base, action."""
+def build_compact_prompt(transition: Transition, *, instruction: bool = True) -> str:
+    """A short prompt for small models: instruction, task, JSON state, UUID base, action.
+
+    ``instruction=False`` leaves the instruction paragraph out (about 120 tokens): a model trained
+    from scratch on the targets cannot read it, and it costs every forward pass."""
     state = json.dumps(transition.current, separators=(",", ":"), ensure_ascii=False)
     return (
-        f"{COMPACT_INSTRUCTION}"
+        f"{COMPACT_INSTRUCTION if instruction else ''}"
         f"Task: {transition.task_desc}\n"
         f"State: {state}\n"
         f"UUID base: {transition.uuid_base}\n"

@@ -3,22 +3,24 @@
 ``create_app(serving, settings, metrics)`` builds the FastAPI app; the routes live at module level
 and find their collaborators on ``app.state``. Errors: ``InvalidInput`` -> 422 ``{"detail": msg}``
 naming the field (schema errors keep FastAPI's 422 list form); body over ``max_payload_bytes`` ->
-413; missing or wrong bearer token (when ``RLVR_REWARD_API_TOKEN`` is set) -> 401. The probes
-(``/healthz``, ``/readyz``), ``/metrics`` and the docs need no token.
+413; missing or wrong bearer token (when a token is set) -> 401, answered by
+``rlvr_world.scaffold.auth.TokenGate`` before the body is read. The probes (``/healthz``,
+``/readyz``), ``/metrics`` and the docs need no token.
 """
 
 from __future__ import annotations
 
-import hmac
 import time
 from collections.abc import Awaitable, Callable
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Depends, FastAPI, HTTPException, Request, Response
+from fastapi import APIRouter, Depends, FastAPI, Request, Response
 from fastapi.responses import JSONResponse
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from rlvr_world.bounded_json import has_surrogate_escape, loads_bounded, might_be_too_deep
 from rlvr_world.rewards.types import InvalidInput
+from rlvr_world.scaffold.auth import TokenGate
 from services.reward.http.protocol import (
     ErrorOut,
     GetRewardIn,
@@ -44,22 +46,12 @@ def get_serving(request: Request) -> RewardServing:
     return serving
 
 
-def require_token(request: Request) -> None:
-    """401 unless the request carries the configured bearer token (no-op when auth is off)."""
-    settings: RewardSettings = request.app.state.settings
-    token = settings.token()
-    if token is None:
-        return
-    given = request.headers.get("authorization", "")
-    if not hmac.compare_digest(given.encode(), f"Bearer {token}".encode()):
-        request.app.state.metrics.rejected.labels("unauthenticated", "http").inc()
-        raise HTTPException(
-            401, "authorization: missing or wrong bearer token", {"WWW-Authenticate": "Bearer"}
-        )
-
-
+#: Paths that need no token: probes, metrics, the API docs.
+OPEN_PATHS = frozenset(
+    {"/healthz", "/readyz", "/metrics", "/docs", "/docs/oauth2-redirect", "/redoc", "/openapi.json"}
+)
 Serving = Annotated[RewardServing, Depends(get_serving)]
-router = APIRouter(dependencies=[Depends(require_token)], responses=_ERRORS)
+router = APIRouter(responses=_ERRORS)
 probes = APIRouter()
 
 
@@ -105,10 +97,14 @@ async def healthz() -> dict[str, str]:
 
 @probes.get("/readyz", responses={503: {"model": ErrorOut}})
 async def readyz(request: Request) -> Response:
-    """Readiness: the scoring pool is up and the server is not shutting down."""
-    if request.app.state.serving.engine.ready and not request.app.state.draining:
-        return JSONResponse({"status": "ready"})
-    return JSONResponse({"detail": "not ready"}, status_code=503)
+    """Readiness: every scoring process is up (one dead and being replaced: 503 "degraded") and
+    the server is not shutting down."""
+    engine = request.app.state.serving.engine
+    if request.app.state.draining:
+        return JSONResponse({"detail": "not ready: draining"}, status_code=503)
+    if not engine.healthy:
+        return JSONResponse({"detail": f"degraded: {engine.health_text()}"}, status_code=503)
+    return JSONResponse({"status": "ready", "detail": engine.health_text()})
 
 
 @probes.get("/metrics")
@@ -119,7 +115,10 @@ async def metrics(request: Request) -> Response:
 
 
 class BodyLimit:
-    """ASGI middleware: bodies over ``limit`` bytes get 413 before any parsing."""
+    """ASGI middleware: bodies over ``limit`` bytes get 413 before any parsing; a JSON body
+    nested deeper than ``bounded_json.MAX_DEPTH`` or holding a lone surrogate gets 422 before
+    FastAPI parses it (a cheap count of brackets and a search for surrogate escapes decide
+    whether the body needs that check at all)."""
 
     def __init__(self, app: ASGIApp, limit: int) -> None:
         self.app = app
@@ -148,6 +147,10 @@ class BodyLimit:
             chunks.append(chunk)
             more = message.get("more_body", False)
         body = b"".join(chunks)
+        problem = _json_problem(scope, body)
+        if problem is not None:
+            await _answer(422, problem, send)
+            return
         sent = False
 
         async def replay() -> Message:
@@ -160,10 +163,28 @@ class BodyLimit:
         await self.app(scope, replay, send)
 
     async def _too_large(self, size: int, send: Send) -> None:
-        response = JSONResponse(
-            {"detail": f"body: {size} bytes exceed max_payload_bytes={self.limit}"}, status_code=413
-        )
-        await response({"type": "http"}, _no_receive, send)
+        await _answer(413, f"body: {size} bytes exceed max_payload_bytes={self.limit}", send)
+
+
+def _json_problem(scope: Scope, body: bytes) -> str | None:
+    """Why a JSON body must be refused before it is parsed, or None."""
+    ctype = dict(scope.get("headers", [])).get(b"content-type", b"application/json")
+    if b"json" not in ctype.lower():
+        return None
+    if not (might_be_too_deep(body) or has_surrogate_escape(body)):
+        return None
+    try:
+        loads_bounded(body, "body", max_bytes=len(body))
+    except InvalidInput as exc:
+        if "not valid JSON" in str(exc):
+            return None  # FastAPI reports malformed JSON in its own words
+        return str(exc)
+    return None
+
+
+async def _answer(status: int, detail: str, send: Send) -> None:
+    response = JSONResponse({"detail": detail}, status_code=status)
+    await response({"type": "http"}, _no_receive, send)
 
 
 async def _no_receive() -> Message:
@@ -208,4 +229,12 @@ def create_app(serving: RewardServing, settings: RewardSettings, metrics: Reward
     app.add_exception_handler(InvalidInput, _invalid_input)
     app.middleware("http")(_timing(metrics))
     app.add_middleware(BodyLimit, limit=settings.max_payload_bytes)
+    token = settings.token()
+    if token is not None:  # outermost: refused before BodyLimit reads the body
+        app.add_middleware(
+            TokenGate,
+            token=token,
+            open_paths=OPEN_PATHS,
+            on_reject=metrics.rejected.labels("unauthenticated", "http").inc,
+        )
     return app

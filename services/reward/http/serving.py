@@ -3,30 +3,27 @@
 Transport-free (no FastAPI here): ``router.py`` calls these methods and maps ``InvalidInput`` to
 HTTP 422 in one place. Conversions reuse ``services.reward.convert``: gRPC and HTTP validate alike.
 
-Binary frames (``POST /v1/score/npz``, ``Content-Type: application/x-npz``): the body is a NumPy
-``.npz`` archive (``np.savez``; compressed is fine) with arrays ``frames`` and ``target_frames``,
-optionally ``previous_frame``, and optionally ``request``: a 0-d unicode array holding the JSON of
-the remaining typed fields (``request_id``, ``options``). Pickled arrays are refused.
+Binary frames (``POST /v1/score/npz``, ``Content-Type: application/x-npz``): ``npz.job_from_npz``,
+which reads the archive within a total unpacked-size budget. JSON inside a label goes through
+``rlvr_world.bounded_json`` (depth, size, lone surrogates).
 """
 
 from __future__ import annotations
 
 import base64
 import binascii
-import io
-import json
-import zipfile
 from collections import Counter
 from typing import Any
 
 import numpy as np
-from pydantic import ValidationError
 
-from rlvr_world.rewards.dispatch import describe_validation_error, task_of
+from rlvr_world.bounded_json import loads_bounded
+from rlvr_world.rewards.dispatch import task_of
 from rlvr_world.rewards.types import InvalidInput, RewardResult, Status
 from services.reward import convert
-from services.reward.convert import Job, VideoSpec
+from services.reward.convert import Job
 from services.reward.engine import RewardEngine
+from services.reward.http.npz import job_from_npz, video_spec
 from services.reward.http.protocol import (
     GetRewardIn,
     GetRewardOut,
@@ -62,20 +59,6 @@ def _extra_info(value: dict[str, Any] | str | None) -> dict[str, Any] | None:
     return value
 
 
-def _video_spec(options: OptionsIn | None) -> VideoSpec:
-    video = options.video if options is not None else None
-    if video is None:
-        return VideoSpec()
-    return VideoSpec(
-        weights=dict(video.weights or {}),
-        aggregation=video.aggregation,
-        gamma=video.gamma,
-        repetition_penalty=video.repetition_penalty,
-        repetition_threshold=video.repetition_threshold,
-        lpips_net=video.lpips_net,
-    )
-
-
 def job_from_http(body: ScoreRequestIn) -> Job:
     """A verl-style or typed body -> job; ``InvalidInput`` naming the field."""
     given = body.model_fields_set
@@ -107,7 +90,7 @@ def job_from_http(body: ScoreRequestIn) -> Job:
             pred,
             _tensor(body.target_frames, "target_frames"),
             _tensor(body.previous_frame, "previous_frame"),
-            _video_spec(body.options),
+            video_spec(body.options),
         )
     if body.frames is not None:
         raise InvalidInput(f"text: task {body.task} takes text, not frames")
@@ -122,73 +105,6 @@ def job_from_http(body: ScoreRequestIn) -> Job:
         opts.variant or body.variant or "",
         opts.reward_type or body.reward_type or "",
     )
-
-
-def _npz_array(archive: Any, name: str, limit: int) -> np.ndarray | None:
-    if name not in archive.files:
-        return None
-    info = archive.zip.getinfo(f"{name}.npy")
-    if info.file_size > limit:
-        raise InvalidInput(f"{name}: {info.file_size} bytes unpacked exceed {limit}")
-    try:
-        arr: np.ndarray = archive[name]
-    except ValueError as exc:  # pickled object arrays
-        raise InvalidInput(f"{name}: {exc}") from None
-    if arr.dtype.name not in convert.DTYPES:
-        raise InvalidInput(
-            f"{name}.dtype: unsupported {arr.dtype.name!r}; expected {convert.DTYPES}"
-        )
-    return convert.to_unit_float(arr, name)
-
-
-def job_from_npz(data: bytes, limit: int) -> tuple[str, Job]:
-    """An ``.npz`` body -> (request_id, job); see the module docstring for the layout."""
-    try:
-        archive = np.load(io.BytesIO(data), allow_pickle=False)
-    except (ValueError, OSError, zipfile.BadZipFile, EOFError) as exc:
-        raise InvalidInput(f"body: not a valid .npz archive ({exc})") from None
-    if not hasattr(archive, "files"):
-        raise InvalidInput("body: a single .npy array; send an .npz archive (np.savez)")
-    with archive:
-        meta_arr = _npz_array_raw(archive, "request", limit)
-        meta = _npz_meta(meta_arr)
-        pred = _npz_array(archive, "frames", limit)
-        if pred is None:
-            raise InvalidInput("frames: required in the .npz archive")
-        job = convert.frames_job(
-            pred,
-            _npz_array(archive, "target_frames", limit),
-            _npz_array(archive, "previous_frame", limit),
-            _video_spec(meta.options),
-        )
-    return meta.request_id, job
-
-
-def _npz_array_raw(archive: Any, name: str, limit: int) -> np.ndarray | None:
-    if name not in archive.files:
-        return None
-    if archive.zip.getinfo(f"{name}.npy").file_size > limit:
-        raise InvalidInput(f"{name}: too large")
-    try:
-        return np.asarray(archive[name])
-    except ValueError as exc:
-        raise InvalidInput(f"{name}: {exc}") from None
-
-
-def _npz_meta(arr: np.ndarray | None) -> ScoreRequestIn:
-    if arr is None:
-        return ScoreRequestIn(task="video")
-    if arr.dtype.kind != "U" or arr.ndim != 0:
-        raise InvalidInput("request: expected a 0-d unicode array holding JSON")
-    try:
-        raw = json.loads(str(arr[()]))
-        if not isinstance(raw, dict):
-            raise InvalidInput("request: expected a JSON object")
-        return ScoreRequestIn.model_validate({"task": "video", **raw})
-    except json.JSONDecodeError as exc:
-        raise InvalidInput(f"request: not valid JSON ({exc.msg})") from None
-    except ValidationError as exc:
-        raise InvalidInput(f"request.{describe_validation_error(exc)}") from None
 
 
 def response_of(request_id: str, result: RewardResult) -> ScoreResponseOut:
@@ -208,9 +124,11 @@ def _label_request(
     parsed: Any = None
     if label.lstrip().startswith("{"):
         try:
-            parsed = json.loads(label)
-        except json.JSONDecodeError:
-            parsed = None
+            parsed = loads_bounded(label, f"labels[{i}]")
+        except InvalidInput as exc:
+            if "not valid JSON" not in str(exc):  # too deep, too big, lone surrogate: refused
+                raise
+            parsed = None  # not JSON after all: a plain ground truth that starts with "{"
     if isinstance(parsed, dict) and "ground_truth" in parsed:
         ds = parsed.get("data_source", default_ds)
         if not isinstance(ds, str):

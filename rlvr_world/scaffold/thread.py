@@ -1,4 +1,4 @@
-"""Run an asyncio gRPC service in a background thread (tests, notebooks) or until a signal.
+"""Run a service in a background thread (tests, notebooks), or in the foreground until a signal.
 
 Each service's ``testing`` module subclasses ``ServiceThread`` with its own start coroutine, so
 ``with ServiceThread(settings) as svc:`` starts the service in an event loop of its own thread
@@ -74,7 +74,8 @@ class ServiceThread(Generic[S]):
 
 
 async def serve_until_signal(service: RunningService) -> None:
-    """Run a started service until SIGTERM or SIGINT, then drain it gracefully."""
+    """Run a started service until SIGTERM or SIGINT, then drain it gracefully (a second signal
+    during the drain is ignored: the drain is already bounded by the grace period)."""
     import logging
     import signal
 
@@ -83,5 +84,5 @@ async def serve_until_signal(service: RunningService) -> None:
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
     await stop.wait()
-    logging.getLogger(__name__).info("signal received; shutting down")
+    logging.getLogger(__name__).info("signal received; shutting down (draining)")
     await service.stop()

