@@ -172,7 +172,8 @@ def build_headline(
 
 
 def describe(headline: Headline) -> str:
-    """One plain sentence on the comparison, saying when the interval includes 0."""
+    """One plain sentence on the comparison, saying when the interval includes 0 and naming each
+    baseline RLVR does not beat."""
     h = headline
     diff = h.rlvr - h.control
     verdict = (
@@ -180,8 +181,18 @@ def describe(headline: Headline) -> str:
         if h.ci95_excludes_zero
         else "the interval includes 0: no difference shown"
     )
-    return (
+    text = (
         f"{h.metric}: start {h.start:.3f}, control {h.control:.3f}, RLVR {h.rlvr:.3f} "
         f"(n = {h.n}, seeds {h.seeds}); RLVR - control {diff:+.3f}, 95% CI "
         f"[{h.ci95[0]:+.3f}, {h.ci95[1]:+.3f}]: {verdict}"
     )
+    if h.baselines:
+        text += "; baselines: " + ", ".join(f"{k} {v:.3f}" for k, v in h.baselines.items())
+        unbeaten = [
+            k
+            for k, v in h.baselines.items()
+            if (h.rlvr <= v if h.higher_is_better else h.rlvr >= v)
+        ]
+        if unbeaten:
+            text += f" (RLVR does not beat {', '.join(unbeaten)})"
+    return text

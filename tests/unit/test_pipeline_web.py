@@ -219,13 +219,13 @@ def test_web_report_names_f1(tmp_path: Path) -> None:
         "no_change_answers": {
             "start": 0.5,
             "true_unchanged_share": 0.5,
-            "always_no_change_f1": {"all": 0.8, "unchanged": 1.0, "changed": 0.6},
+            "always_no_change": {"all": 0.8, "unchanged": 1.0, "changed": 0.6},
         },
     }
     text = write_report(tmp_path, summary, {"start": report}, None, label="F1").read_text()
     assert "## Headline (greedy, F1, same held-out items)" in text
     assert "start: F1 0.750, exact 0.500; changed 0.500 (n=1); unchanged 1.000 (n=1)" in text
-    assert "scores F1 0.800 (unchanged 1.000, changed 0.600)" in text
+    assert "no change scores F1 0.800 (unchanged 1.000, changed 0.600)" in text
 
 
 def test_shared_miniwob_gives_at_least_200_held_out_items_never_trained_on() -> None:

@@ -89,6 +89,20 @@ def test_describe_says_when_the_interval_includes_zero() -> None:
     assert "includes 0" in describe(h)
 
 
+def test_describe_names_a_baseline_rlvr_does_not_beat() -> None:
+    scores = {"start": [0.0, 1.0], "control": [0.0, 0.0], "rlvr": [0.0, 1.0]}
+    collapsed = build_headline("exact_match", [0], scores, baselines={"always_no_change": 0.5})
+    assert describe(collapsed).endswith(
+        "baselines: always_no_change 0.500 (RLVR does not beat always_no_change)"
+    )
+    better = build_headline("exact_match", [0], scores, baselines={"always_no_change": 0.25})
+    assert describe(better).endswith("baselines: always_no_change 0.250")
+    lower = build_headline(
+        "l1", [0], scores, higher_is_better=False, baselines={"copy_last_frame": 0.75}
+    )
+    assert describe(lower).endswith("copy_last_frame 0.750")  # 0.5 < 0.75: beaten
+
+
 def test_headline_refuses_missing_models_and_bad_split_labels() -> None:
     with pytest.raises(ValueError, match="control"):
         build_headline("m", [0], {"start": [1.0], "rlvr": [1.0]})

@@ -122,27 +122,25 @@ def _headline_lines(summary: dict[str, Any]) -> list[str]:
     return lines
 
 
-def _no_change_line(summary: dict[str, Any]) -> list[str]:
+def _no_change_line(summary: dict[str, Any], label: str) -> list[str]:
     rates = summary.get("no_change_answers")
     if not rates:
         return []
     models = ", ".join(
         f"{k} {v:.3f}" for k, v in rates.items() if k in ("start", "control", "rlvr")
     )
-    always = rates.get("always_no_change_f1")
+    line = (
+        f"Answers that predict no change: {models}; the true unchanged share is "
+        f"{rates['true_unchanged_share']:.3f}."
+    )
+    always = rates.get("always_no_change")
     if always is None:
-        return [
-            "",
-            f"Answers that predict no change: {models}; the true unchanged share is "
-            f"{rates['true_unchanged_share']:.3f}. A model that always predicts no change scores "
-            "exactly that share and is useless as a world model.",
-        ]
+        return ["", line]
     return [
         "",
-        f"Answers that predict no change: {models}; the true unchanged share is "
-        f"{rates['true_unchanged_share']:.3f}. Always answering no change (three None sections) "
-        f"scores F1 {always['all']:.3f} (unchanged {always['unchanged']:.3f}, changed "
-        f"{always['changed']:.3f}): the score of a world model that is useless.",
+        f"{line} Always answering no change scores {label} {always['all']:.3f} (unchanged "
+        f"{always['unchanged']:.3f}, changed {always['changed']:.3f}): the score of a world "
+        "model that is useless. A gain that only reaches it is a collapse, not a better model.",
     ]
 
 
@@ -197,7 +195,7 @@ def write_report(
         f"## Headline (greedy, {label}, same held-out items)",
         "",
         *_headline_lines(summary),
-        *_no_change_line(summary),
+        *_no_change_line(summary, label),
         "",
         "## Held-out evaluations",
         "",

@@ -6,10 +6,11 @@ ok), F1 for the web (the web scorer's reward; a non-ok status counts 0). An item
 answered is compared; an item whose evaluation failed for some model (after the retries) is left
 out for all of them and counted, never scored as wrong. The split is the gold label: ``changed``
 or ``unchanged`` transitions. The no-change diagnostic (the share of answers that predict "nothing
-changes", next to the true unchanged share) has one predicate per task; for the web the headline
-also carries the F1 of always answering "nothing changes" (``always_no_change``), the score of
-that degenerate policy. Also the train-reward summary the issue's acceptance reads: the mean train
-reward of the first and of the last ten GRPO steps.
+changes", next to the true unchanged share) has one predicate per task; the headline also carries
+the score of always answering "nothing changes" (``always_no_change``: F1 for the web, exact match
+for the text game, by the same scorers), the score of that degenerate policy. Also the
+train-reward summary the issue's acceptance reads: the mean train reward of the first and of the
+last ten GRPO steps.
 """
 
 from __future__ import annotations
@@ -19,7 +20,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from rlvr_world.apps.pipeline.evaluate import Answer
-from rlvr_world.items import PromptItem
+from rlvr_world.items import PromptItem, diff_answer
+from rlvr_world.rewards.text_game import score_text_game
 from rlvr_world.rewards.text_game.extract import ParseFailure, strict_parse
 from rlvr_world.rewards.web import score_web
 from rlvr_world.stats import Headline, build_headline
@@ -114,12 +116,27 @@ def text_headline(answers: Mapping[str, Sequence[Answer]], seed: int, budget: st
     return headline(answers, seed, budget, METRICS["text_game"])
 
 
+#: The text-game answer "nothing changes" (what ``predicts_no_change`` recognises).
+TEXT_NO_CHANGE_ANSWER = diff_answer({"modified": [], "removed": [], "score": {}})
+
+
 def always_no_change_f1(items: Sequence[PromptItem], variant: str) -> dict[str, float]:
     """Mean F1 of answering "nothing changes" (``NO_CHANGE_ANSWER``) on every web item: over
     all of them, the unchanged and the changed ones (the score of the degenerate policy)."""
+    return always_no_change(items, "web", variant)
+
+
+def always_no_change(items: Sequence[PromptItem], task: str, variant: str) -> dict[str, float]:
+    """The task's metric (web F1, text-game exact match) of answering "nothing changes" on every
+    item, scored by the real scorer: over all items, the unchanged and the changed ones."""
     rows: dict[str, list[float]] = {"all": [], "unchanged": [], "changed": []}
     for item in items:
-        result = score_web(NO_CHANGE_ANSWER, item.ground_truth, variant=variant)
+        if task == "web":
+            result = score_web(NO_CHANGE_ANSWER, item.ground_truth, variant=variant)
+        else:
+            result = score_text_game(
+                TEXT_NO_CHANGE_ANSWER, item.ground_truth, item.extra_info, variant=variant
+            )
         value = result.reward if result.ok else 0.0
         rows["all"].append(value)
         rows["changed" if item.changed else "unchanged"].append(value)

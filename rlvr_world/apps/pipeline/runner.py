@@ -45,7 +45,7 @@ from rlvr_world.apps.pipeline.evaluate import Answer, EvalReport, evaluate
 from rlvr_world.apps.pipeline.report import plot_curve, train_steps, write_report
 from rlvr_world.apps.pipeline.results import (
     METRICS,
-    always_no_change_f1,
+    always_no_change,
     headline,
     no_change_rates,
     reward_trend,
@@ -400,16 +400,14 @@ class PipelineRun:
 
     def _headline(self) -> None:
         """The headline and the no-change diagnostic into the summary."""
-        baseline: dict[str, float] = {}
-        if self.cfg.task == "web":
-            baseline = always_no_change_f1(self.test_items, self.cfg.rl.reward_variant)
+        baseline = always_no_change(self.test_items, self.cfg.task, self.cfg.rl.reward_variant)
         budget = self.cfg.control.budget
         head = headline(
             self.answers,
             self.seed,
             budget,
             self.metric,
-            baselines={"always_no_change": baseline["all"]} if baseline else None,
+            baselines={"always_no_change": baseline["all"]},
         )
         self.summary["headline"] = head.to_dict()
         self.summary["headline_text"] = describe(head)
@@ -418,8 +416,7 @@ class PipelineRun:
             **no_change_rates(self.answers, self.metric.no_change),
             "true_unchanged_share": unchanged / max(len(self.answers["start"]), 1),
         }
-        if baseline:
-            self.summary["no_change_answers"]["always_no_change_f1"] = baseline
+        self.summary["no_change_answers"]["always_no_change"] = baseline
         logger.info("%s", describe(head))
 
 
