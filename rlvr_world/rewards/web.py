@@ -59,6 +59,7 @@ EOS_TEXTS: tuple[str, ...] = (
     "<|im_end|>",
     "<|eot_id|>",
     "</s>",
+    "<|eos|>",  # this project's tiny models (rlvr_world.tiny_model)
 )
 _STRICT_HEADER = re.compile(
     r"^[#>*_\s]*(new|deleted|updated)\s+items\s*[*_]*\s*:\s*[*_]*\s*(.*)$", re.IGNORECASE

@@ -21,7 +21,7 @@ from tests.helpers.shared import read_jsonl, shared_dir
 
 PHRASE = "The final answer is: "
 SCORE0 = {"score": 0, "gameOver": False, "gameWon": False}
-EOS_TEXTS = ["<｜end▁of▁sentence｜>", "<|endoftext|>", "<|im_end|>"]
+EOS_TEXTS = ["<｜end▁of▁sentence｜>", "<|endoftext|>", "<|im_end|>", "<|eos|>"]
 
 
 def _obj(uuid: int, name: str, props: dict[str, Any], contains: list[str]) -> dict[str, Any]:

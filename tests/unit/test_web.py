@@ -53,6 +53,17 @@ def test_eos_glued_to_last_item_breaks_paper_not_strict() -> None:
     assert strict.reward == 1.0
 
 
+@pytest.mark.parametrize("eos", [EOS, "<|eos|>", "</s>"])
+def test_strict_removes_each_known_eos_including_the_tiny_models(eos: str) -> None:
+    """``<|eos|>`` is the end of this project's tiny models: a web run's answers end with it (the
+    pipeline decodes keeping special tokens), and it used to break the last item of every one."""
+    from rlvr_world.web.items import NO_CHANGE_ANSWER, predicts_no_change
+
+    assert score_web(TRUTH + eos, TRUTH, variant="strict").reward == 1.0
+    assert score_web(NO_CHANGE_ANSWER + eos, NO_CHANGE_ANSWER, variant="strict").reward == 1.0
+    assert predicts_no_change(NO_CHANGE_ANSWER + eos)
+
+
 def test_strict_header_variants_are_headers() -> None:
     """A line like '**New Items:**' can only be a header; the paper drops its items."""
     pred = TRUTH.replace("New items:", "**New Items:**").replace("Updated items:", "### Updated")

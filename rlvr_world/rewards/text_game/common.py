@@ -36,6 +36,7 @@ EOS_TEXTS = (
     "<|im_end|>",
     "<|eot_id|>",
     "<|end_of_text|>",
+    "<|eos|>",  # this project's tiny models (rlvr_world.tiny_model)
 )
 
 VARIANTS = ("paper", "strict")
