@@ -91,6 +91,12 @@ def split_addresses(address: str | Sequence[str]) -> list[str]:
     return out
 
 
+#: gRPC's reconnect backoff after a lost connection, capped: by default it grows to 120 s, so a
+#: replica that restarted after some seconds down was not tried again for seconds more while the
+#: other replicas carried the load (or were down themselves: every call then failed).
+RECONNECT_BACKOFF_MS = {"initial": 200, "min": 200, "max": 2000}
+
+
 def channel_options(max_message_bytes: int) -> list[tuple[str, Any]]:
     config: dict[str, Any] = {"loadBalancingConfig": [{"round_robin": {}}]}
     return [
@@ -98,6 +104,9 @@ def channel_options(max_message_bytes: int) -> list[tuple[str, Any]]:
         ("grpc.max_receive_message_length", max_message_bytes),
         ("grpc.max_send_message_length", max_message_bytes),
         ("grpc.enable_retries", 0),
+        ("grpc.initial_reconnect_backoff_ms", RECONNECT_BACKOFF_MS["initial"]),
+        ("grpc.min_reconnect_backoff_ms", RECONNECT_BACKOFF_MS["min"]),
+        ("grpc.max_reconnect_backoff_ms", RECONNECT_BACKOFF_MS["max"]),
     ]
 
 

@@ -69,9 +69,12 @@ def frame(obj: object) -> bytes:
 def _worker_main(sock: socket.socket, fn: ChunkFn, init: Callable[[], None] | None) -> None:
     """Process side: read ``(id, rows)`` frames until EOF, answer ``(id, fn(rows))`` each.
 
-    Ctrl-C in a terminal reaches the whole process group: the service drains, then closes the
-    pool, so the processes ignore SIGINT instead of dying under the chunks they hold."""
+    Ctrl-C in a terminal, and a supervisor's SIGTERM to the service's process group, reach every
+    process of the group: the service drains, then closes the pool, so the processes ignore SIGINT
+    and SIGTERM instead of dying under the chunks they hold (the drain then answered those rows
+    "scoring process died"). They exit when the pool closes their socket, or on SIGKILL."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
     if init is not None:
         init()
     reader = sock.makefile("rb")

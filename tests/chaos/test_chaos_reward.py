@@ -143,7 +143,9 @@ def test_reward_replicas_survive_kills_drains_and_hostile_inputs(
         for spec in (spec_a, spec_b):
             sup.start(spec, timeout_s=180)
         addresses = [address(spec_a), address(spec_b)]
-        retry = RetryPolicy(attempts=8, initial_s=0.05, max_s=1.0)
+        # about 12 s of backoff in all: one replica restarting while the other's connection
+        # waits out its reconnect backoff (at most 2 s, client.RECONNECT_BACKOFF_MS)
+        retry = RetryPolicy(attempts=12, initial_s=0.05, max_s=2.0)
         with RewardClient(addresses, retry=retry, timeout_s=60) as client:
             load = RewardLoad(client).start()
             try:
