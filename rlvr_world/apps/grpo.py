@@ -89,6 +89,11 @@ class RlSection(BaseModel):
         description="the trainer drops groups whose rewards are all equal and fills each step "
         "with groups that carry a gradient (DAPO's dynamic sampling; costs more generation)",
     )
+    norm_adv_by_std: bool = Field(
+        default=True,
+        description="divide each group's centred rewards by its std (GRPO); false: the reward "
+        "minus the group mean (Dr. GRPO), so near-equal rewards make near-zero advantages",
+    )
 
     @property
     def stream_bound(self) -> int:
@@ -120,6 +125,7 @@ def trainer_config(
             "unparseable_reward": rl.unparseable_reward,
             "truncated_reward": rl.truncated_reward,
             "skip_zero_spread": rl.skip_zero_spread,
+            "norm_adv_by_std": rl.norm_adv_by_std,
         },
         "batch": {"groups_per_step": rl.groups_per_step, "micro_batch_size": rl.micro_batch_size},
         "queue": {
