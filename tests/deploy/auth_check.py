@@ -147,28 +147,27 @@ def sdk_without_token() -> str:
     return "OK"
 
 
+def score_file(
+    src: Path, dst: Path, *, timeout_s: float, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    """The README's gRPC query: ``rlvr-world reward score --input SRC --output DST --server
+    dns:///reward:50051`` (``env``: the CLI's environment; None: this process's)."""
+    argv = ["rlvr-world", "reward", "score", "--input", str(src), "--output", str(dst)]
+    return subprocess.run(
+        [*argv, "--server", REWARD],
+        capture_output=True,
+        text=True,
+        timeout=timeout_s,
+        check=False,
+        env=env,
+    )
+
+
 def cli_without_token() -> dict[str, Any]:
     src, dst = Path("/tmp/auth-requests.jsonl"), Path("/tmp/auth-scores.jsonl")
     src.write_text(json.dumps(WEB_REQUEST) + "\n")
     env = {k: v for k, v in os.environ.items() if k not in (TOKEN_ENV, "RLVR_REWARD_API_TOKEN")}
-    done = subprocess.run(
-        [
-            "rlvr-world",
-            "reward",
-            "score",
-            "--input",
-            str(src),
-            "--output",
-            str(dst),
-            "--server",
-            REWARD,
-        ],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-        env=env,
-    )
+    done = score_file(src, dst, timeout_s=120, env=env)
     error = [ln for ln in done.stderr.splitlines() if ln.startswith("error:")]
     return {
         "rc": done.returncode,

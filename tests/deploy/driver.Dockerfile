@@ -1,12 +1,17 @@
 # The deployment test's client image: the trainer image (the package, torch, transformers, redis)
-# plus curl for the README's HTTP query. The driver code is mounted at /driver at run time.
-#   podman build -f tests/deploy/driver.Dockerfile -t rlvr-world/deploy-driver:0.1.0 tests/deploy
+# plus curl for the README's HTTP query and grpcio-health-checking for the gRPC health probe of
+# `driver.py auth` (the trainer role serves no gRPC, so its image lacks it; pinned as
+# pyproject.toml pins it). The driver code is mounted at /driver at run time. Built by
+#   RLVR_BUILD_ONLY=driver deploy/build-images.sh
+# (the deployment test does it first: pip needs the host's pip set-up mounted into the build).
 ARG TRAINER_IMAGE=rlvr-world/trainer:0.1.0
 FROM ${TRAINER_IMAGE}
 USER 0
 # hadolint ignore=DL3008
 RUN apt-get update \
     && apt-get install -y --no-install-recommends curl \
-    && rm -rf /var/lib/apt/lists/*
+    && rm -rf /var/lib/apt/lists/* \
+    && /opt/venv/bin/pip install --no-cache-dir --no-deps grpcio-health-checking==1.85.1 \
+    && /opt/venv/bin/pip check
 USER 10001:10001
 ENTRYPOINT ["python", "/driver/driver.py"]

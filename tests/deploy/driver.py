@@ -88,7 +88,7 @@ def cmd_model(args: argparse.Namespace) -> int:
 
 # -------------------------------------------------------------------------------------- queries
 def cmd_queries(args: argparse.Namespace) -> int:
-    from auth_check import stack_token  # beside this file
+    from auth_check import score_file, stack_token  # beside this file
 
     hosts: list[str] = args.hosts
     before = {h: replica_requests(h) for h in hosts}
@@ -122,23 +122,7 @@ def cmd_queries(args: argparse.Namespace) -> int:
     lines.append({"data_source": "web_agent", "solution_str": 3})
     src, dst = Path("/tmp/requests.jsonl"), Path("/tmp/scores.jsonl")
     src.write_text("".join(json.dumps(x) + "\n" for x in lines))
-    done = subprocess.run(
-        [
-            "rlvr-world",
-            "reward",
-            "score",
-            "--input",
-            str(src),
-            "--output",
-            str(dst),
-            "--server",
-            REWARD,
-        ],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
+    done = score_file(src, dst, timeout_s=300)
     scores = [json.loads(x) for x in dst.read_text().splitlines()] if dst.exists() else []
     statuses = [s["status"] for s in scores]
     grpc = {

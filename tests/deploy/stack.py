@@ -31,7 +31,8 @@ from pathlib import Path
 log = logging.getLogger(__name__)
 
 ROOT = Path(__file__).resolve().parents[2]
-DRIVER_IMAGE = "rlvr-world/deploy-driver:0.1.0"
+IMAGE_VERSION = "0.1.0"
+DRIVER_IMAGE = f"rlvr-world/deploy-driver:{IMAGE_VERSION}"
 TOKEN_ENV = "RLVR_API_TOKEN"
 
 

@@ -29,12 +29,12 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.deploy.stack import DRIVER_IMAGE, TOKEN_ENV, Stack, run
+from tests.deploy.stack import DRIVER_IMAGE, IMAGE_VERSION, TOKEN_ENV, Stack, run
 
 pytestmark = [pytest.mark.deploy, pytest.mark.timeout(3600)]
 
 IMAGES = [
-    f"rlvr-world/{r}:0.1.0"
+    f"rlvr-world/{r}:{IMAGE_VERSION}"
     for r in ("redis", "prometheus", "reward", "decoder", "rollout", "trainer")
 ]
 GRPO_STEPS = 40
@@ -64,19 +64,14 @@ def preflight() -> None:
     missing = [i for i in IMAGES if run(["podman", "image", "exists", i], check=False).returncode]
     if missing:
         pytest.fail(f"images not built: {missing}; run deploy/build-images.sh")
-    run(
-        [
-            "podman",
-            "build",
-            "--quiet",
-            "-f",
-            "tests/deploy/driver.Dockerfile",
-            "-t",
-            DRIVER_IMAGE,
-            "tests/deploy",
-        ],
+    # The driver image (build-images.sh mounts the host's pip set-up into the build).
+    built = run(
+        ["deploy/build-images.sh"],
+        env={**os.environ, "RLVR_BUILD_ONLY": "driver", "RLVR_IMAGE_VERSION": IMAGE_VERSION},
         timeout_s=600,
     )
+    report("driver image", built.stdout.strip())
+    assert run(["podman", "image", "exists", DRIVER_IMAGE], check=False).returncode == 0
 
 
 @pytest.fixture(scope="module")
@@ -164,7 +159,7 @@ def test_calls_without_the_token_are_refused_by_every_replica(stack: Stack) -> N
             "none",
             "--env",
             "RLVR_REWARD_WORKERS=1",
-            "rlvr-world/reward:0.1.0",
+            f"rlvr-world/reward:{IMAGE_VERSION}",
         ],
         timeout_s=300,
         check=False,

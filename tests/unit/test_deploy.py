@@ -271,15 +271,18 @@ def service_env(env: dict[str, str], monkeypatch: pytest.MonkeyPatch, where: str
             cls()  # raises ValidationError naming the field when a value does not parse
 
 
-def compose_env(name: str) -> dict[str, str]:
-    """A compose service's environment: its Dockerfile's ENV, then its own (defaults filled in)."""
-    from rlvr_world.apps.compose_mirror import dockerfile_env, interpolate
+def compose_env(name: str, environ: dict[str, str] | None = None) -> dict[str, str]:
+    """A compose service's environment: its Dockerfile's ENV, then its own (defaults filled in,
+    keys without a value passed through from ``environ``, the engine's environment)."""
+    from rlvr_world.apps.compose_mirror import compose_environment, dockerfile_env, interpolate
 
     svc = compose()["services"][name]
     env: dict[str, str] = {}
     if "build" in svc:
         env.update(dockerfile_env(ROOT / svc["build"]["dockerfile"]))
-    env.update({k: str(v) for k, v in interpolate(svc.get("environment") or {}, {}).items()})
+    env.update(
+        compose_environment(interpolate(svc.get("environment"), environ or {}), environ or {})
+    )
     return env
 
 
@@ -296,13 +299,47 @@ def test_compose_gives_every_exposed_service_the_token_and_valid_settings(
         service_env(env, monkeypatch, f"docker-compose.yml {name}")
         if binds_beyond_loopback(env):
             exposed.append(name)
-            assert svc["environment"]["RLVR_API_TOKEN"] == "${RLVR_API_TOKEN:-}", name
+            # No value: passed through from the environment of `up`, on no command line.
+            assert svc["environment"]["RLVR_API_TOKEN"] is None, name
+            assert compose_env(name, {"RLVR_API_TOKEN": "t0k"})["RLVR_API_TOKEN"] == "t0k", name
+            assert "RLVR_API_TOKEN" not in compose_env(name, {}), name
         if any(k.startswith("RLVR_ROLLOUT_") for k in env):
             mounts = [v.split(":") for v in svc["volumes"]]
             runs = [target for source, target, *_ in mounts if source == "checkpoints"]
             assert env["RLVR_ROLLOUT_WEIGHTS_ROOTS"].split(":") == runs, name
     assert sorted(exposed) == ["decoder", "reward", "rollout", "rollout-gpu"]
     assert compose_env("reward")["RLVR_REWARD_MAX_CONNECTION_AGE_S"] == "30"
+
+
+#: What Docker Compose and podman-compose 1.0.3 (Debian bookworm) substitute alike: ``${NAME}``
+#: and ``${NAME:-default}`` / ``${NAME-default}`` with a non-empty default. podman-compose 1.0.3
+#: leaves ``${NAME:-}`` (empty default) as literal text: a token written so reached every
+#: container as the string "${RLVR_API_TOKEN:-}" (the deployment test's calls got 401).
+PORTABLE_SUBSTITUTION = re.compile(r"\$\{[A-Za-z_][A-Za-z0-9_]*(?::?-[^}]+)?\}")
+
+
+def test_compose_substitutions_are_ones_podman_compose_substitutes_too() -> None:
+    text = "\n".join(ln.split("#", 1)[0] for ln in COMPOSE.read_text().splitlines())
+    used = re.findall(r"\$\{[^}]*\}", text)
+    assert used, "no substitution found: the check reads the wrong file"
+    bad = [s for s in used if not PORTABLE_SUBSTITUTION.fullmatch(s)]
+    assert not bad, f"podman-compose 1.0.3 leaves these literal: {bad}"
+    assert not PORTABLE_SUBSTITUTION.fullmatch("${RLVR_API_TOKEN:-}")
+
+
+def test_driver_image_pins_what_pyproject_pins() -> None:
+    """The deployment test's driver image adds packages the trainer image lacks, pinned as
+    ``pyproject.toml`` pins them."""
+    text = (ROOT / "tests" / "deploy" / "driver.Dockerfile").read_text()
+    added = dict(re.findall(r"\b([A-Za-z0-9][A-Za-z0-9_.-]*)==([A-Za-z0-9_.+-]+)", text))
+    assert "grpcio-health-checking" in added, added
+    data = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    pins = list(data["project"]["dependencies"])
+    for extra in data["project"]["optional-dependencies"].values():
+        pins += extra
+    pinned = dict(p.split("==", 1) for p in pins if "==" in p and ";" not in p)
+    for name, version in added.items():
+        assert pinned.get(name) == version, (name, version, pinned.get(name))
 
 
 def k8s_docs() -> list[dict[str, Any]]:
