@@ -176,7 +176,7 @@ def reward_setup(
     return config, {perceptual.metric: perceptual}
 
 
-def evaluate(
+def evaluate(  # noqa: PLR0913 (the last three keywords are optional extras)
     model: PreTrainedModel,
     frame_tokenizer: FrameTokenizer,
     clips: Sequence[ClipLike],

@@ -249,7 +249,7 @@ def _true_tokens(seq: TokenSequence) -> tuple[NDArray[np.int64], NDArray[np.int6
     return first, rest
 
 
-def evaluate_multistep(
+def evaluate_multistep(  # noqa: PLR0913 (evaluate's keywords, and segment_frames)
     model: PreTrainedModel,
     frame_tokenizer: FrameTokenizer,
     clips: Sequence[ClipLike],
