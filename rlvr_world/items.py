@@ -22,6 +22,7 @@ from typing import Any
 
 import numpy as np
 
+from rlvr_world.shapes import FRAME_NDIM, FRAMES_NDIM, RGB_CHANNELS
 from rlvr_world.tasks.text_game import DATA_SOURCE, Transition, build_compact_prompt, to_verl_row
 
 __all__ = [
@@ -113,7 +114,7 @@ def web_item(prompt_id: str, prompt: str, rendered_diff: str) -> PromptItem:
 
 def _array_field(arr: np.ndarray, name: str) -> dict[str, Any]:
     a = np.ascontiguousarray(arr)
-    if a.dtype != np.uint8 or a.ndim != 3 or a.shape[-1] != 3:
+    if a.dtype != np.uint8 or a.ndim != FRAME_NDIM or a.shape[-1] != RGB_CHANNELS:
         raise ValueError(f"{name}: need a uint8 (H, W, 3) frame, got {a.dtype} {a.shape}")
     return {"b64": base64.b64encode(a.tobytes()).decode("ascii"), "shape": list(a.shape)}
 
@@ -152,7 +153,7 @@ def video_item(
     extra: dict[str, Any] = {}
     if inserts or segment_tokens:
         frames = np.asarray(target_frame)
-        if frames.ndim != 4:
+        if frames.ndim != FRAMES_NDIM:
             raise ValueError(
                 f"target_frame: a multi-step item needs (T, H, W, 3) frames, got {frames.shape}"
             )

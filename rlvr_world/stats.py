@@ -20,6 +20,8 @@ from typing import Any
 
 import numpy as np
 
+from rlvr_world.shapes import MATRIX_NDIM
+
 #: One score per item, or one row of item scores per seed.
 Scores = Sequence[float] | Sequence[Sequence[float]] | np.ndarray
 
@@ -47,7 +49,7 @@ class Interval:
 def _as_items(scores: Scores) -> np.ndarray:
     """(n_items,) scores; a (n_seeds, n_items) table is averaged over seeds first."""
     arr = np.asarray(scores, dtype=np.float64)
-    if arr.ndim == 2:
+    if arr.ndim == MATRIX_NDIM:
         arr = arr.mean(axis=0)
     if arr.ndim != 1:
         raise ValueError(f"scores must be (items,) or (seeds, items), got shape {arr.shape}")

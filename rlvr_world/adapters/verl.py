@@ -36,7 +36,8 @@ def _client(address: str | None, token: str | None) -> AsyncRewardClient:
     return _CLIENTS[key]
 
 
-async def compute_score(
+# verl calls it with the four sample fields, then the config's reward_kwargs as keywords.
+async def compute_score(  # noqa: PLR0913 (verl's reward-function signature)
     data_source: str,
     solution_str: str,
     ground_truth: str,

@@ -77,13 +77,13 @@ def dockerfile_env(dockerfile: Path) -> dict[str, str]:
     text = re.sub(r"\\\n", " ", dockerfile.read_text())
     env: dict[str, str] = {}
     for line in text.splitlines():
-        words = line.strip().split(None, 1)
-        if not words:
+        if not line.strip():
             continue
-        if words[0].upper() == "FROM":
+        instruction, *arguments = line.strip().split(None, 1)
+        if instruction.upper() == "FROM":
             env = {}
-        elif words[0].upper() == "ENV" and len(words) == 2:
-            for item in shlex.split(words[1]):
+        elif instruction.upper() == "ENV" and arguments:
+            for item in shlex.split(arguments[0]):
                 key, sep, val = item.partition("=")
                 if sep:
                     env[key] = val

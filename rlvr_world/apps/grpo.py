@@ -175,7 +175,7 @@ def latest_version(handle: RedisHandle) -> int:
     return int(json.loads(raw)["version"]) if raw else 0
 
 
-async def run_grpo(
+async def run_grpo(  # noqa: PLR0913 (settings, items, and the live supervisor, services, Redis)
     rl: RlSection,
     orchestrator: OrchestratorConfig,
     items: Sequence[PromptItem],

@@ -20,6 +20,9 @@ import urllib.request
 from collections.abc import Sequence
 from typing import Any
 
+#: The HTTP statuses that mean healthy: 2xx.
+HTTP_SUCCESS = range(200, 300)
+
 
 def check_grpc(address: str, service: str = "", timeout_s: float = 3.0) -> str | None:
     """None when ``address`` reports SERVING, else the reason."""
@@ -50,7 +53,7 @@ def check_http(url: str, timeout_s: float = 3.0) -> str | None:
         return f"GET {url}: HTTP {exc.code}"
     except (urllib.error.URLError, OSError) as exc:
         return f"GET {url} failed: {exc}"
-    return None if 200 <= status < 300 else f"GET {url}: HTTP {status}"
+    return None if status in HTTP_SUCCESS else f"GET {url}: HTTP {status}"
 
 
 def configure_parser(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:

@@ -34,6 +34,8 @@ log = logging.getLogger(__name__)
 POLL_S = 0.1
 #: Characters of the log shown in a start-up error.
 LOG_TAIL_CHARS = 4000
+#: The HTTP statuses that mean ready: 2xx.
+HTTP_SUCCESS = range(200, 300)
 
 
 def pick_free_port(host: str = "127.0.0.1") -> int:
@@ -86,7 +88,7 @@ class HttpReady:
     def ready(self, log_path: Path) -> bool:
         try:
             with urllib.request.urlopen(self.url, timeout=1) as reply:
-                return 200 <= int(reply.status) < 300
+                return int(reply.status) in HTTP_SUCCESS
         except (urllib.error.URLError, OSError):
             return False
 

@@ -27,6 +27,9 @@ from rlvr_world.rewards.types import Status
 SCHEMA_VERSION = 1
 """Bump when a field changes meaning; consumers reject other versions (dead-letter)."""
 
+#: How far above 0 an ok sample's log-prob may lie (float rounding in the engine).
+LOGPROB_TOLERANCE = 1e-6
+
 TokenId = Annotated[int, Field(ge=0)]
 MaskBit = Annotated[int, Field(ge=0, le=1)]
 
@@ -86,7 +89,7 @@ class ScoredSample(BaseModel):
         if self.status is Status.OK:
             if self.reward is None or not math.isfinite(self.reward):
                 raise ValueError(f"reward must be finite when status is ok, got {self.reward!r}")
-            if not all(math.isfinite(lp) and lp <= 1e-6 for lp in self.logprobs):
+            if not all(math.isfinite(lp) and lp <= LOGPROB_TOLERANCE for lp in self.logprobs):
                 raise ValueError("logprobs must be finite and <= 0 when status is ok")
         return self
 

@@ -37,6 +37,7 @@ from numpy.typing import NDArray
 
 from rlvr_world.rewards.types import InvalidInput
 from rlvr_world.rewards.video import LPIPS_NETS, PERCEPTUAL_METRICS, PerceptualScorer
+from rlvr_world.shapes import FRAMES_NDIM, GREY_CHANNELS, RGB_CHANNELS
 
 if TYPE_CHECKING:
     import torch
@@ -171,7 +172,7 @@ def _grouped_by_target(target: NDArray[Any]) -> tuple[NDArray[np.intp], list[byt
 def _check_batch(
     pred: NDArray[Any], target: NDArray[Any], min_side: int = MIN_SIDE, name: str = "perceptual"
 ) -> None:
-    if pred.ndim != 4 or pred.shape[-1] not in (1, 3):
+    if pred.ndim != FRAMES_NDIM or pred.shape[-1] not in (GREY_CHANNELS, RGB_CHANNELS):
         raise InvalidInput(f"perceptual: expected frames (N, H, W, 1|3), got {pred.shape}")
     if pred.shape != target.shape:
         raise InvalidInput(f"perceptual: prediction {pred.shape} and target {target.shape} differ")

@@ -46,6 +46,7 @@ from numpy.typing import NDArray
 from scipy import ndimage
 
 from rlvr_world.rewards.types import InvalidInput, RewardResult, Status, failed
+from rlvr_world.shapes import FRAME_NDIM
 
 FloatArray = NDArray[np.float64]
 
@@ -182,7 +183,7 @@ def as_frames(x: object, name: str, *, clamp: bool) -> FloatArray:
         raise InvalidInput(
             f"{name}: unsupported dtype {x.dtype}; use uint8 (0..255) or float (0..1)"
         )
-    return out[None] if out.ndim == 3 else out
+    return out[None] if out.ndim == FRAME_NDIM else out
 
 
 def validate_video(
@@ -201,7 +202,7 @@ def validate_video(
         )
     if previous_frame is None:
         return p, t, None
-    if not isinstance(previous_frame, np.ndarray) or previous_frame.ndim != 3:
+    if not isinstance(previous_frame, np.ndarray) or previous_frame.ndim != FRAME_NDIM:
         shape = getattr(previous_frame, "shape", type(previous_frame).__name__)
         raise InvalidInput(f"previous_frame: expected one frame (H, W, C), got {shape}")
     prev = as_frames(previous_frame, "previous_frame", clamp=True)[0]

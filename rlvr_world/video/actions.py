@@ -19,12 +19,16 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from rlvr_world.shapes import MATRIX_NDIM
+
 EPS = 1e-8
+#: Columns of a range row: ``[min, max]``.
+RANGE_COLUMNS = 2
 
 
 def _as_ranges(ranges: npt.ArrayLike) -> npt.NDArray[np.float64]:
     arr = np.asarray(ranges, dtype=np.float64)
-    if arr.ndim != 2 or arr.shape[1] != 2:
+    if arr.ndim != MATRIX_NDIM or arr.shape[1] != RANGE_COLUMNS:
         raise ValueError(f"ranges: expected shape (D, 2) of [min, max] rows, got {arr.shape}")
     if not np.isfinite(arr).all():
         raise ValueError("ranges: contains NaN or inf")
@@ -51,7 +55,7 @@ class ActionQuantizer:
     def from_actions(cls, actions: npt.ArrayLike, bins: int = 256) -> ActionQuantizer:
         """Dataset-wide per-dimension (min, max) of ``actions`` (N, D)."""
         arr = np.asarray(actions, dtype=np.float64)
-        if arr.ndim != 2 or arr.shape[0] == 0:
+        if arr.ndim != MATRIX_NDIM or arr.shape[0] == 0:
             raise ValueError(f"actions: expected a non-empty (N, D) array, got shape {arr.shape}")
         if not np.isfinite(arr).all():
             raise ValueError("actions: contains NaN or inf")

@@ -32,6 +32,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 from torch import nn
 from torch.nn import functional
 
+from rlvr_world.shapes import CLIPS_NDIM, RGB_CHANNELS
 from rlvr_world.video.fsq import FSQ, check_levels
 from rlvr_world.video.tokenizer import (
     DEFAULT_BATCH_SIZE,
@@ -48,6 +49,11 @@ from rlvr_world.video.tokenizer import (
 )
 
 logger = logging.getLogger(__name__)
+
+#: Fewest frames of a clip: the context frame and one future frame.
+MIN_CLIP_FRAMES = 2
+#: Rank of the dynamics tokens of a batch of clips ``(B, S, Pd)``.
+DYNAMICS_TOKENS_NDIM = 3
 
 
 class CompressiveConfig(BaseModel):
@@ -193,7 +199,7 @@ class CompressiveTokenizer(nn.Module):
 
     def _check_future(self, frames: torch.Tensor, batch: int) -> None:
         h, w = self.config.hw
-        if frames.ndim != 5 or frames.shape[0] != batch:
+        if frames.ndim != CLIPS_NDIM or frames.shape[0] != batch:
             raise ValueError(
                 f"frames: expected future frames (B, S, 3, {h}, {w}) with the context's batch "
                 f"size B = {batch}, got {tuple(frames.shape)}"
@@ -204,7 +210,7 @@ class CompressiveTokenizer(nn.Module):
 
     def forward(self, clip: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Trainable ``(context recon (B, 3, H, W), future recon (B, S, 3, H, W))``, unclamped."""
-        if clip.ndim != 5 or clip.shape[1] < 2:
+        if clip.ndim != CLIPS_NDIM or clip.shape[1] < MIN_CLIP_FRAMES:
             raise ValueError(f"clip: expected (B, 1 + S, 3, H, W) with S >= 1, got {clip.shape}")
         b, s1 = clip.shape[:2]
         codes, _ = self._context_codes(clip[:, 0])
@@ -243,7 +249,7 @@ class CompressiveTokenizer(nn.Module):
         self._check_context_tokens(context_tokens)
         b = context_tokens.shape[0]
         pd, size = self.dynamics_tokens_per_frame, self.dynamics_codebook_size
-        if dynamics_tokens.ndim != 3 or dynamics_tokens.shape[0] != b:
+        if dynamics_tokens.ndim != DYNAMICS_TOKENS_NDIM or dynamics_tokens.shape[0] != b:
             raise ValueError(
                 f"dynamics_tokens: expected (B, S, {pd}) with the context's batch size B = {b}, "
                 f"got {tuple(dynamics_tokens.shape)}"
@@ -269,7 +275,11 @@ class CompressiveTokenizer(nn.Module):
         h, w = self.config.hw
         if not isinstance(clips, np.ndarray) or clips.dtype != np.uint8:
             raise ValueError("clips: expected a uint8 numpy array (N, 1 + S, H, W, 3)")
-        if clips.ndim != 5 or clips.shape[1] < 2 or clips.shape[2:] != (h, w, 3):
+        if (
+            clips.ndim != CLIPS_NDIM
+            or clips.shape[1] < MIN_CLIP_FRAMES
+            or clips.shape[2:] != (h, w, RGB_CHANNELS)
+        ):
             raise ValueError(f"clips: expected shape (N, 1 + S, {h}, {w}, 3), got {clips.shape}")
         device = module_device(self)
         ctx_out, dyn_out = [], []

@@ -27,10 +27,18 @@ import numpy as np
 import numpy.typing as npt
 from PIL import Image
 
+from rlvr_world.shapes import FRAMES_NDIM, MATRIX_NDIM, RGB_CHANNELS
+
 logger = logging.getLogger(__name__)
 
 Frames = npt.NDArray[np.uint8]
 Actions = npt.NDArray[np.float32]
+#: Fewest frames of an episode or a clip: one transition, a frame and the next.
+MIN_FRAMES = 2
+#: Largest pixel value (uint8).
+PIXEL_MAX = int(np.iinfo(np.uint8).max)
+#: Channels of a MetaWorld observation: 3 stacked RGB frames, the current one last.
+METAWORLD_CHANNELS = 3 * RGB_CHANNELS
 
 
 @dataclass(frozen=True)
@@ -44,7 +52,7 @@ class Episode:
     def __post_init__(self) -> None:
         check_frames("frames", self.frames)
         a = self.actions
-        if not isinstance(a, np.ndarray) or a.dtype != np.float32 or a.ndim != 2:
+        if not isinstance(a, np.ndarray) or a.dtype != np.float32 or a.ndim != MATRIX_NDIM:
             raise ValueError(
                 f"actions: expected a float32 (T, D) array, got "
                 f"{getattr(a, 'dtype', type(a))} {getattr(a, 'shape', '')}"
@@ -89,7 +97,11 @@ def check_frames(name: str, frames: object) -> None:
         raise ValueError(f"{name}: expected a numpy array, got {type(frames).__name__}")
     if frames.dtype != np.uint8:
         raise ValueError(f"{name}: expected dtype uint8, got {frames.dtype}")
-    if frames.ndim != 4 or frames.shape[-1] != 3 or frames.shape[0] < 2:
+    if (
+        frames.ndim != FRAMES_NDIM
+        or frames.shape[-1] != RGB_CHANNELS
+        or frames.shape[0] < MIN_FRAMES
+    ):
         raise ValueError(f"{name}: expected shape (N>=2, H, W, 3), got {frames.shape}")
 
 
@@ -98,13 +110,13 @@ def _to_uint8(name: str, arr: npt.NDArray[np.generic]) -> Frames:
         return arr.astype(np.uint8, copy=False)
     if arr.dtype.kind not in "iu":
         raise ValueError(f"{name}: expected integer pixels, got dtype {arr.dtype}")
-    if arr.size and (int(arr.min()) < 0 or int(arr.max()) > 255):
+    if arr.size and (int(arr.min()) < 0 or int(arr.max()) > PIXEL_MAX):
         raise ValueError(f"{name}: pixel values outside [0, 255]: {arr.min()}..{arr.max()}")
     return arr.astype(np.uint8)
 
 
 def _actions(name: str, arr: npt.NDArray[np.generic]) -> Actions:
-    if arr.dtype.kind not in "fiu" or arr.ndim != 2:
+    if arr.dtype.kind not in "fiu" or arr.ndim != MATRIX_NDIM:
         raise ValueError(f"{name}: expected a numeric (T, D) array, got {arr.dtype} {arr.shape}")
     out = arr.astype(np.float32)
     if not np.isfinite(out).all():
@@ -143,7 +155,7 @@ def load_metaworld(path: str | Path) -> Episode:
     """A MetaWorld episode; frame = last 3 of 9 stacked channels, ``actions = action[1:]``."""
     d = _read(path, ("observation", "action"))
     obs = _to_uint8("observation", d["observation"])
-    if obs.ndim != 4 or obs.shape[1] != 9:
+    if obs.ndim != FRAMES_NDIM or obs.shape[1] != METAWORLD_CHANNELS:
         raise ValueError(f"observation: expected shape (T, 9, H, W), got {obs.shape}")
     frames = np.ascontiguousarray(obs[:, 6:9].transpose(0, 2, 3, 1))
     actions = _actions("action", d["action"])
@@ -202,7 +214,7 @@ def resize_frames(frames: Frames, size: int | tuple[int, int]) -> Frames:
     """Antialiased (PIL bicubic) resize of uint8 (N, H, W, 3) frames to ``size`` or ``(h, w)``."""
     if not isinstance(frames, np.ndarray) or frames.dtype != np.uint8:
         raise ValueError(f"frames: expected a uint8 array, got {getattr(frames, 'dtype', frames)}")
-    if frames.ndim != 4 or frames.shape[-1] != 3:
+    if frames.ndim != FRAMES_NDIM or frames.shape[-1] != RGB_CHANNELS:
         raise ValueError(f"frames: expected shape (N, H, W, 3), got {frames.shape}")
     height, width = (size, size) if isinstance(size, int) else size
     if not (isinstance(height, int) and isinstance(width, int)) or height < 1 or width < 1:
@@ -222,7 +234,7 @@ def resize_episode(episode: Episode, size: int | tuple[int, int]) -> Episode:
 
 def clips(episodes: Sequence[Episode], length: int, stride: int = 1) -> Iterator[Clip]:
     """Every window of ``length`` frames (and the ``length - 1`` actions between them)."""
-    if length < 2:
+    if length < MIN_FRAMES:
         raise ValueError(f"length: a clip needs at least 2 frames, got {length}")
     if stride < 1:
         raise ValueError(f"stride: expected >= 1, got {stride}")
@@ -247,6 +259,10 @@ def stack_clips(items: Iterable[Clip]) -> tuple[Frames, Actions]:
     return np.stack([c.frames for c in batch]), np.stack([c.actions for c in batch])
 
 
+#: Fewest episodes ``split_episodes`` splits: one on each side.
+MIN_SPLIT_EPISODES = 2
+
+
 def split_episodes(
     episodes: Sequence[Episode], held_out: float | int, seed: int = 0
 ) -> tuple[list[Episode], list[Episode]]:
@@ -255,7 +271,7 @@ def split_episodes(
     ``held_out`` is a count (int) or a fraction in (0, 1) rounded to at least one episode.
     """
     n = len(episodes)
-    if n < 2:
+    if n < MIN_SPLIT_EPISODES:
         raise ValueError(f"episodes: need at least 2 to split, got {n}")
     if isinstance(held_out, bool):
         raise ValueError("held_out: expected an int count or a float fraction")

@@ -46,6 +46,7 @@ from rlvr_world.rewards.video import (
     repeated_frames,
     validate_video,
 )
+from rlvr_world.shapes import MATRIX_NDIM
 from rlvr_world.video.data import ClipLike
 from rlvr_world.video.layout import SingleStepVocab, TokenSequence
 from rlvr_world.video.train_mle import clip_arrays, encode_clips
@@ -175,7 +176,7 @@ def reward_setup(
     return config, {perceptual.metric: perceptual}
 
 
-def evaluate(
+def evaluate(  # noqa: PLR0913 (the last three keywords are optional extras)
     model: PreTrainedModel,
     frame_tokenizer: FrameTokenizer,
     clips: Sequence[ClipLike],
@@ -204,7 +205,7 @@ def evaluate(
     truth_tokens = np.array(
         [s.input_ids[s.prompt_length : s.prompt_length + per_frame] for s in sequences]
     )
-    dims = int(arrays[0][1].shape[-1]) if arrays[0][1].ndim == 2 else 0
+    dims = int(arrays[0][1].shape[-1]) if arrays[0][1].ndim == MATRIX_NDIM else 0
     last_tokens = prompts[:, -1 - per_frame - dims : -1 - dims]
     t_gen = time.perf_counter()
     pred_tokens = sample_frames(model, prompts, per_frame, visual_ids(vocab), cfg)

@@ -23,6 +23,8 @@ from torch import nn
 
 #: Stretches ``tanh`` a hair past the outermost levels so that rounding reaches them.
 DEFAULT_EPS = 1e-3
+#: Fewest values a quantised dimension can take.
+MIN_LEVEL = 2
 
 
 def round_ste(z: torch.Tensor) -> torch.Tensor:
@@ -36,7 +38,7 @@ def check_levels(levels: Sequence[int]) -> tuple[int, ...]:
     if not out:
         raise ValueError("levels: need at least one level")
     for level in out:
-        if isinstance(level, bool) or not isinstance(level, int) or level < 2:
+        if isinstance(level, bool) or not isinstance(level, int) or level < MIN_LEVEL:
             raise ValueError(f"levels: every level must be an int >= 2, got {out}")
     return out
 

@@ -29,6 +29,8 @@ import numpy as np
 import numpy.typing as npt
 
 IGNORE_INDEX = -100
+#: Fewest frames a sequence lays out: one to condition on and one to predict.
+MIN_FRAMES = 2
 
 
 @dataclass(frozen=True)
@@ -174,7 +176,7 @@ def single_step(
     """``frame_tokens`` (C+1, P) visual codes; ``action_bins`` (C, D) bins without offset."""
     frames = _int_array("frame_tokens", frame_tokens, 2, vocab.visual_codes)
     actions = _int_array("action_bins", action_bins, 2, vocab.action_bins)
-    if frames.shape[0] < 2 or frames.shape[1] < 1:
+    if frames.shape[0] < MIN_FRAMES or frames.shape[1] < 1:
         raise ValueError(f"frame_tokens: need at least 2 frames of >= 1 token, got {frames.shape}")
     if actions.shape[0] != frames.shape[0] - 1:
         raise ValueError(
@@ -208,7 +210,7 @@ def multi_step(
     actions = _int_array("action_bins", action_bins, 2, vocab.action_bins)
     if ctx.shape[0] < 1:
         raise ValueError("context_tokens: empty")
-    if dyn.shape[0] < 2 or dyn.shape[1] < 1:
+    if dyn.shape[0] < MIN_FRAMES or dyn.shape[1] < 1:
         raise ValueError(f"dynamics_tokens: need at least 2 frames of >= 1 token, got {dyn.shape}")
     if actions.shape[0] != dyn.shape[0]:
         raise ValueError(

@@ -40,6 +40,7 @@ from numpy.typing import NDArray
 
 from rlvr_world.items import PromptItem, video_item
 from rlvr_world.rewards.video import repeated_frames
+from rlvr_world.shapes import MATRIX_NDIM
 from rlvr_world.video.data import ClipArrays, ClipLike, Episode
 from rlvr_world.video.evaluate import (
     EvalConfig,
@@ -49,7 +50,7 @@ from rlvr_world.video.evaluate import (
     score_frames,
     to_uint8,
 )
-from rlvr_world.video.layout import MultiStepVocab, TokenSequence, multi_step
+from rlvr_world.video.layout import MIN_FRAMES, MultiStepVocab, TokenSequence, multi_step
 from rlvr_world.video.train_mle import clip_arrays, unique_encode
 from rlvr_world.video.world_model import visual_ids
 
@@ -62,12 +63,15 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
+#: Rank of the forced action runs of a batch of rollouts ``(N, T, D)``.
+INSERTS_NDIM = 3
+
 
 def clip_length(segment_frames: int) -> int:
     """Frames per clip for ``S`` dynamics frames: the context frame, ``S``, and one more."""
     if isinstance(segment_frames, bool) or not isinstance(segment_frames, int):
         raise ValueError(f"segment_frames: expected an int, got {segment_frames!r}")
-    if segment_frames < 2:
+    if segment_frames < MIN_FRAMES:
         raise ValueError(f"segment_frames: need at least 2 dynamics frames, got {segment_frames}")
     return segment_frames + 2
 
@@ -120,7 +124,11 @@ def encode_multistep_clips(
         return []
     arrays = [clip_arrays(c) for c in clips]
     for i, (frames, actions) in enumerate(arrays):
-        if frames.shape[0] != length or actions.ndim != 2 or actions.shape[0] != length - 1:
+        if (
+            frames.shape[0] != length
+            or actions.ndim != MATRIX_NDIM
+            or actions.shape[0] != length - 1
+        ):
             raise ValueError(
                 f"clips[{i}]: expected {length} frames and {length - 1} action rows for "
                 f"segment_frames {segment_frames}, got {frames.shape[0]} and {actions.shape}"
@@ -178,7 +186,7 @@ def sample_multistep(
     Equal-length prompts ``(N, L)``; sampling as ``evaluate.sample_frames`` (seeded)."""
     import torch
 
-    if inserts.ndim != 3 or inserts.shape[0] != prompts.shape[0]:
+    if inserts.ndim != INSERTS_NDIM or inserts.shape[0] != prompts.shape[0]:
         raise ValueError(f"inserts: expected (N, T, D) for {prompts.shape[0]} prompts")
     n, steps = prompts.shape[0], inserts.shape[1]
     device = next(model.parameters()).device
@@ -241,7 +249,7 @@ def _true_tokens(seq: TokenSequence) -> tuple[NDArray[np.int64], NDArray[np.int6
     return first, rest
 
 
-def evaluate_multistep(
+def evaluate_multistep(  # noqa: PLR0913 (evaluate's keywords, and segment_frames)
     model: PreTrainedModel,
     frame_tokenizer: FrameTokenizer,
     clips: Sequence[ClipLike],

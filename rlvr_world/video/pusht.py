@@ -43,6 +43,21 @@ GOAL = np.array([256.0, 256.0])
 MAX_MOVE = 50.0  # largest step of the action target from the agent, in arena pixels
 NOISE = 8.0
 MAX_APPROACH = 25
+# The scripted pusher's choices (``_ScriptedPusher``); distances in arena pixels.
+#: Chance of turning the last push direction slightly rather than picking a new one.
+KEEP_DIRECTION_P = 0.6
+#: A turned push keeps the point 100 px ahead of the block at least this far from the walls.
+WALL_MARGIN = 80.0
+#: Chance of pushing towards the goal rather than towards a random point.
+TOWARDS_GOAL_P = 0.5
+#: A push target this close to the block is reached already: push in a random direction.
+REACHED_RADIUS = 30.0
+#: The agent is on the wrong side of the block (and goes round it) when it is within
+#: ``NEAR_BLOCK`` of the block and less than ``BEHIND_DEPTH`` behind it along the push direction.
+NEAR_BLOCK = 110.0
+BEHIND_DEPTH = 40.0
+#: Pushing starts once the agent is this close to the push position behind the block.
+AT_PUSH_POSITION = 20.0
 
 
 @dataclass(frozen=True)
@@ -80,21 +95,21 @@ class _ScriptedPusher:
     approaching: int = 0  # steps spent approaching the current push position
 
     def _new_direction(self, block: Vec) -> None:
-        if self.direction.any() and self.rng.random() < 0.6:
+        if self.direction.any() and self.rng.random() < KEEP_DIRECTION_P:
             # keep pushing roughly the same way (a short walk round), unless that hits a wall
             angle = np.arctan2(self.direction[1], self.direction[0]) + self.rng.normal(0.0, 0.7)
             turned = np.array([np.cos(angle), np.sin(angle)])
             ahead = block + turned * 100.0
-            if ((ahead > 80.0) & (ahead < ARENA - 80.0)).all():
+            if ((ahead > WALL_MARGIN) & (ahead < ARENA - WALL_MARGIN)).all():
                 self.direction = turned
                 self.approaching = 0
                 return
-        if self.rng.random() < 0.5:
+        if self.rng.random() < TOWARDS_GOAL_P:
             target = GOAL + self.rng.normal(0.0, 20.0, size=2)
         else:
             target = self.rng.uniform(110.0, ARENA - 110.0, size=2)
         delta = target - block
-        if np.linalg.norm(delta) < 30.0:  # already there: push anywhere
+        if np.linalg.norm(delta) < REACHED_RADIUS:  # already there: push anywhere
             angle = self.rng.uniform(0, 2 * np.pi)
             delta = np.array([np.cos(angle), np.sin(angle)])
         self.direction = delta / np.linalg.norm(delta)
@@ -114,14 +129,14 @@ class _ScriptedPusher:
                 self._new_direction(block)
             behind = np.clip(block - self.direction * 85.0, 10.0, ARENA - 10.0)
             rel = agent - block
-            if np.dot(rel, self.direction) > -40.0 and np.linalg.norm(rel) < 110.0:
+            if np.dot(rel, self.direction) > -BEHIND_DEPTH and np.linalg.norm(rel) < NEAR_BLOCK:
                 # on the wrong side: go round the block, not through it
                 side = np.array([-self.direction[1], self.direction[0]])
                 side = side if np.dot(rel, side) >= 0 else -side
                 target = np.clip(block + side * 100.0 - self.direction * 40.0, 10.0, ARENA - 10.0)
             else:
                 target = behind
-            if np.linalg.norm(agent - behind) < 20.0:
+            if np.linalg.norm(agent - behind) < AT_PUSH_POSITION:
                 self.pushing = int(self.rng.integers(15, 40))
         return target
 

@@ -35,6 +35,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 from torch import nn
 from torch.nn import functional
 
+from rlvr_world.shapes import FRAMES_NDIM, MATRIX_NDIM, RGB_CHANNELS
 from rlvr_world.video.fsq import FSQ, check_levels
 
 logger = logging.getLogger(__name__)
@@ -233,7 +234,7 @@ def check_images(x: torch.Tensor, hw: tuple[int, int], name: str) -> None:
     """``x`` must be float ``(B, 3, H, W)`` with the configured ``(H, W)``."""
     if not x.dtype.is_floating_point:
         raise ValueError(f"{name}: need a float tensor in [0, 1], got {x.dtype}")
-    if x.ndim != 4 or x.shape[1] != 3 or tuple(x.shape[2:]) != hw:
+    if x.ndim != FRAMES_NDIM or x.shape[1] != RGB_CHANNELS or tuple(x.shape[2:]) != hw:
         raise ValueError(f"{name}: expected shape (B, 3, {hw[0]}, {hw[1]}), got {tuple(x.shape)}")
 
 
@@ -241,7 +242,7 @@ def check_token_tensor(tokens: torch.Tensor, count: int, codebook: int, name: st
     """``tokens`` must be integer ``(B, count)`` with ids in ``[0, codebook)``."""
     if tokens.dtype.is_floating_point or tokens.dtype.is_complex or tokens.dtype == torch.bool:
         raise ValueError(f"{name}: need an integer tensor, got {tokens.dtype}")
-    if tokens.ndim != 2 or tokens.shape[1] != count:
+    if tokens.ndim != MATRIX_NDIM or tokens.shape[1] != count:
         raise ValueError(f"{name}: expected shape (B, {count}) tokens, got {tuple(tokens.shape)}")
     if tokens.numel() and (int(tokens.min()) < 0 or int(tokens.max()) >= codebook):
         raise ValueError(
@@ -258,7 +259,11 @@ def check_frame_array(
         raise ValueError(f"{name}: expected a numpy array, got {type(frames).__name__}")
     if frames.dtype != np.uint8:
         raise ValueError(f"{name}: expected dtype uint8 (0..255), got {frames.dtype}")
-    if frames.ndim != 4 or frames.shape[3] != 3 or tuple(frames.shape[1:3]) != hw:
+    if (
+        frames.ndim != FRAMES_NDIM
+        or frames.shape[3] != RGB_CHANNELS
+        or tuple(frames.shape[1:3]) != hw
+    ):
         raise ValueError(f"{name}: expected shape (N, {hw[0]}, {hw[1]}, 3), got {frames.shape}")
     return frames
 
@@ -271,7 +276,7 @@ def check_token_array(
         raise ValueError(f"{name}: expected a numpy array, got {type(tokens).__name__}")
     if not np.issubdtype(tokens.dtype, np.integer):
         raise ValueError(f"{name}: expected an integer dtype, got {tokens.dtype}")
-    if tokens.ndim != 2 or tokens.shape[1] != count:
+    if tokens.ndim != MATRIX_NDIM or tokens.shape[1] != count:
         raise ValueError(
             f"{name}: expected shape (N, {count}) ({count} per frame), got {tokens.shape}"
         )

@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Literal
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
+from rlvr_world.shapes import MATRIX_NDIM
 from rlvr_world.video.data import Clip, ClipLike
 from rlvr_world.video.layout import SingleStepVocab, TokenSequence, single_step
 
@@ -150,8 +151,8 @@ def make_optimizer(model: torch.nn.Module, cfg: MLEConfig) -> torch.optim.AdamW:
     """AdamW with weight decay on matrices only (not norms or biases)."""
     import torch
 
-    decay = [p for p in model.parameters() if p.requires_grad and p.ndim >= 2]
-    rest = [p for p in model.parameters() if p.requires_grad and p.ndim < 2]
+    decay = [p for p in model.parameters() if p.requires_grad and p.ndim >= MATRIX_NDIM]
+    rest = [p for p in model.parameters() if p.requires_grad and p.ndim < MATRIX_NDIM]
     groups = [
         {"params": decay, "weight_decay": cfg.weight_decay},
         {"params": rest, "weight_decay": 0.0},

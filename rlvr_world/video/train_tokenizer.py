@@ -49,7 +49,8 @@ from torch import nn
 
 from rlvr_world.rewards.perceptual import load_stlpips
 from rlvr_world.rewards.video import frame_metrics
-from rlvr_world.video.compressive import CompressiveConfig, CompressiveTokenizer
+from rlvr_world.shapes import CLIPS_NDIM, RGB_CHANNELS
+from rlvr_world.video.compressive import MIN_CLIP_FRAMES, CompressiveConfig, CompressiveTokenizer
 from rlvr_world.video.tokenizer import FrameTokenizer, TokenizerConfig, check_frame_array
 
 logger = logging.getLogger(__name__)
@@ -103,7 +104,8 @@ class TrainSettings:
             )
         if self.lr <= 0 or self.l1_weight < 0 or self.perceptual_weight < 0:
             raise ValueError("lr must be > 0 and the loss weights >= 0")
-        if self.foreground_weight < 0 or not 0.0 < self.foreground_threshold < 3.0:
+        # the largest summed-RGB difference of pixels in [0, 1] is one per channel
+        if self.foreground_weight < 0 or not 0.0 < self.foreground_threshold < RGB_CHANNELS:
             raise ValueError(
                 "foreground_weight must be >= 0 and foreground_threshold in (0, 3), got "
                 f"{self.foreground_weight}, {self.foreground_threshold}"
@@ -310,7 +312,9 @@ def train_compressive(
     settings = replace(settings or TrainSettings(), steps=steps)
     h, w = cfg.hw
     for name, arr in (("clips", clips), ("eval_clips", eval_clips)):
-        if arr is not None and (arr.dtype != np.uint8 or arr.ndim != 5 or arr.shape[1] < 2):
+        if arr is not None and (
+            arr.dtype != np.uint8 or arr.ndim != CLIPS_NDIM or arr.shape[1] < MIN_CLIP_FRAMES
+        ):
             raise ValueError(f"{name}: expected uint8 (N, 1 + S, {h}, {w}, 3), got {arr.shape}")
     settings.check_frame_size(cfg.hw)
     if eval_clips is None:

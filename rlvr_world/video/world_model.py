@@ -44,6 +44,8 @@ VOCAB_CLASSES: dict[str, type[SingleStepVocab] | type[MultiStepVocab]] = {
     "MultiStepVocab": MultiStepVocab,
 }
 VOCAB_KINDS = tuple(VOCAB_CLASSES)
+#: Shortest sequence a model can serve: one prompt token and one generated token.
+MIN_SEQUENCE_LENGTH = 2
 
 
 class Vocab(Protocol):
@@ -190,8 +192,8 @@ def build_world_model(
             raise ValueError(f"{name}: must be >= 1, got {value}")
     if hidden % heads:
         raise ValueError(f"hidden: {hidden} is not divisible by heads={heads}")
-    if max_len < 2:
-        raise ValueError(f"max_len: must be >= 2, got {max_len}")
+    if max_len < MIN_SEQUENCE_LENGTH:
+        raise ValueError(f"max_len: must be >= {MIN_SEQUENCE_LENGTH}, got {max_len}")
     width = intermediate or -(-(hidden * 8 // 3) // 32) * 32
     torch.manual_seed(seed)
     config = LlamaConfig(

@@ -45,6 +45,8 @@ __all__ = [
 
 MINIWOB_PREFIX = "miniwob++/"
 VARIANT_SUFFIXES = ("-nodelay", "-easy", "-medium", "-hard")
+#: Fewest task families a fraction can split: one held out, one left to train on.
+MIN_FAMILIES_TO_SPLIT = 2
 
 T = TypeVar("T")
 
@@ -121,7 +123,7 @@ def split_tasks(
         held = {family_of[t] for t in test_tasks}
     else:
         n_test = round(test_fraction * len(families))
-        if test_fraction > 0 and len(families) >= 2:
+        if test_fraction > 0 and len(families) >= MIN_FAMILIES_TO_SPLIT:
             n_test = min(max(n_test, 1), len(families) - 1)
         held = set(sorted(families, key=lambda f: _rank(seed, f))[:n_test])
     return TaskSplit(

@@ -95,7 +95,7 @@ class WebItems:
     report: dict[str, int] = field(default_factory=dict)
 
 
-def build_web_items(
+def build_web_items(  # noqa: PLR0913 (an optional keyword per preparation stage)
     transitions: Iterable[WebTransition],
     *,
     count_tokens: Callable[[str], int],

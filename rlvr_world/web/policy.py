@@ -47,6 +47,8 @@ INTERACTIVE_ROLES = frozenset(
 )
 TEXT_ROLES = frozenset({"textbox", "searchbox", "spinbutton", "combobox"})
 INTERACTIVE_WEIGHT = 4
+#: Chance that typed text is a number rather than a word of the objective (one time in four).
+NUMBER_PROBABILITY = 0.25
 _WORD = re.compile(r"[A-Za-z0-9][A-Za-z0-9@.,:/-]*")
 
 
@@ -70,7 +72,7 @@ def typed_text(objective: str, rng: random.Random) -> str:
     """A word of the objective (trailing punctuation dropped), or a number (module docstring)."""
     words: list[str] = [w.rstrip(".,:") for w in _WORD.findall(objective)]
     words = [w for w in words if w]
-    if not words or rng.random() < 0.25:
+    if not words or rng.random() < NUMBER_PROBABILITY:
         return str(rng.randrange(100))
     return rng.choice(words)
 

@@ -29,6 +29,7 @@ from rlvr_world.bounded_json import loads_bounded
 from rlvr_world.rewards.dispatch import TextScoreRequest, describe_validation_error
 from rlvr_world.rewards.types import InvalidInput, RewardResult, Status
 from rlvr_world.rewards.video import VideoRewardConfig
+from rlvr_world.shapes import FRAME_NDIM, FRAMES_NDIM, GREY_CHANNELS, RGB_CHANNELS
 from rlvr_world.v1 import common_pb2, reward_pb2
 
 TASKS: tuple[str, ...] = ("text_game", "web", "video")
@@ -49,6 +50,8 @@ STATUS_FROM_PROTO: dict[int, Status] = {v: k for k, v in STATUS_TO_PROTO.items()
 DTYPES: tuple[str, ...] = ("uint8", "float16", "float32", "float64", "int32", "int64")
 #: Largest tensor accepted, in elements (the payload limit usually bites first).
 MAX_ELEMENTS = 1 << 31
+#: Floats narrower than float32 (float16) are widened to it before scoring.
+_FLOAT32_BYTES = np.dtype(np.float32).itemsize
 
 
 @dataclass(frozen=True)
@@ -168,7 +171,7 @@ def to_unit_float(arr: np.ndarray, name: str) -> np.ndarray:
     outside it; ``check_unit_range`` does the latter here so the message names the wire field.
     """
     if arr.dtype.kind == "f":
-        out = arr.astype(np.float32) if arr.dtype.itemsize < 4 else arr
+        out = arr.astype(np.float32) if arr.dtype.itemsize < _FLOAT32_BYTES else arr
         if not np.isfinite(out).all():
             raise InvalidInput(f"{name}.data: contains NaN or infinity")
         return out
@@ -199,15 +202,15 @@ def frames_job(
     pred: np.ndarray, target: np.ndarray | None, previous: np.ndarray | None, spec: VideoSpec
 ) -> VideoJob:
     """Check the shapes of already-decoded frames against each other."""
-    if pred.ndim == 3:
+    if pred.ndim == FRAME_NDIM:
         pred = pred[None]
-    if pred.ndim != 4 or pred.shape[-1] not in (1, 3):
+    if pred.ndim != FRAMES_NDIM or pred.shape[-1] not in (GREY_CHANNELS, RGB_CHANNELS):
         raise InvalidInput(
             f"frames.shape: expected (T, H, W, C) or (H, W, C) with C in (1, 3), got {pred.shape}"
         )
     if target is None:
         raise InvalidInput("target_frames: required for task video")
-    if target.ndim == 3:
+    if target.ndim == FRAME_NDIM:
         target = target[None]
     if target.shape != pred.shape:
         raise InvalidInput(

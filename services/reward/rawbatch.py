@@ -37,6 +37,13 @@ from services.reward.convert import RawTextJob, job_from_proto, result_to_proto
 log = logging.getLogger(__name__)
 #: Tag of field 1, wire type 2 (length-delimited): ``requests`` / ``responses``.
 ENTRY_TAG = 0x0A
+#: Tag of field 2, wire type 0 (varint): a ``ScoreRequest``'s ``task``.
+TASK_TAG = 0x10
+#: A varint byte with this bit set is followed by another; the low 7 bits carry the value.
+_MORE = 0x80
+_PAYLOAD = 0x7F
+#: Largest shift of a varint's last byte: 10 bytes of 7 bits hold 64.
+_MAX_SHIFT = 63
 _WIRE_VARINT, _WIRE_FIXED64, _WIRE_LEN, _WIRE_FIXED32 = 0, 1, 2, 5
 
 
@@ -56,11 +63,11 @@ def _varint(data: bytes, pos: int) -> tuple[int, int]:
             raise InvalidInput("requests: malformed ScoreBatchRequest (truncated varint)")
         byte = data[pos]
         pos += 1
-        value |= (byte & 0x7F) << shift
-        if byte < 0x80:
+        value |= (byte & _PAYLOAD) << shift
+        if byte < _MORE:
             return value, pos
         shift += 7
-        if shift > 63:
+        if shift > _MAX_SHIFT:
             raise InvalidInput("requests: malformed ScoreBatchRequest (varint over 10 bytes)")
 
 
@@ -117,8 +124,8 @@ def encode_entry(resp: reward_pb2.ScoreResponse) -> bytes:
 
 def encode_varint(value: int) -> bytes:
     out = bytearray()
-    while value >= 0x80:
-        out.append((value & 0x7F) | 0x80)
+    while value >= _MORE:
+        out.append((value & _PAYLOAD) | _MORE)
         value >>= 7
     out.append(value)
     return bytes(out)
@@ -143,7 +150,7 @@ def peek_task(data: bytes, entry: Entry) -> int | None:
             if pos >= end:
                 return None
             key = data[pos]
-            if key == 0x10:  # field 2, varint: the task
+            if key == TASK_TAG:
                 value, after = _varint(data, pos + 1)
                 return value if after <= end else None
             if key != ENTRY_TAG:  # field 1 (request_id) is the only one that may come first

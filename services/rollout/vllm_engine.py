@@ -128,7 +128,7 @@ def segment_seed(seed: int | None, segment: int, sample: int) -> int | None:
 class VllmEngine:
     """One vLLM ``LLM`` serving one policy version at a time."""
 
-    def __init__(
+    def __init__(  # noqa: PLR0913 (mostly vLLM's LLM(...) options, passed on)
         self,
         model: str,
         tokenizer: str | None = None,

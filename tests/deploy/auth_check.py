@@ -21,6 +21,9 @@ from typing import Any
 
 TOKEN_ENV = "RLVR_API_TOKEN"
 REWARD = "dns:///reward:50051"
+#: Exit status of ``rlvr-world reward score`` when the service refuses the call
+#: (``rlvr_world.apps.batch.score_file``).
+BATCH_ABORTED_EXIT = 2
 WEB_REQUEST = {
     "data_source": "web_agent",
     "solution_str": "New items:\nNone",
@@ -190,6 +193,10 @@ def run_auth(
             return fail(f"{host}: (got, wanted) {wrong}")
     if sdk != "UNAUTHENTICATED after 0 retries":
         return fail(f"the SDK without a token got {sdk}")
-    if cli["rc"] != 2 or "UNAUTHENTICATED" not in cli["error"] or cli["lines_written"]:
+    if (
+        cli["rc"] != BATCH_ABORTED_EXIT
+        or "UNAUTHENTICATED" not in cli["error"]
+        or cli["lines_written"]
+    ):
         return fail(f"reward score --server without a token: {cli}")
     return 0

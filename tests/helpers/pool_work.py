@@ -13,13 +13,16 @@ import os
 import time
 from collections.abc import Sequence
 
+#: Rows from this value up sleep that many microseconds.
+SLEEP_FROM = 1000
+
 
 def square_or_die(rows: Sequence[int]) -> list[int]:
     out = []
     for row in rows:
         if row < 0:
             os._exit(-row)
-        if row >= 1000:
+        if row >= SLEEP_FROM:
             time.sleep(row / 1e6)
         out.append(row * row)
     return out

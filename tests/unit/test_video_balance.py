@@ -8,6 +8,7 @@ import pytest
 import torch
 
 from rlvr_world.apps.video.balance import balanced_weights, group_spread, measure_spread
+from rlvr_world.apps.video.config import VideoRl
 from rlvr_world.rewards.perceptual import make_perceptual
 from rlvr_world.video.actions import ActionQuantizer
 from rlvr_world.video.layout import SingleStepVocab
@@ -60,10 +61,8 @@ def test_measure_spread_samples_groups_from_a_real_model() -> None:
         vocab,
         seqs,
         np.stack([f[-1] for f, _ in clips]),
-        names=["l1", "stlpips"],
         perceptual=make_perceptual("stlpips", "alex", device="cpu"),
-        group_size=3,
-        temperature=1.0,
+        rl=VideoRl(weights={"l1": 1.0, "perceptual": 1.0}, group_size=3, temperature=1.0),
         seed=0,
     )
     assert set(spread) == {"l1", "stlpips"}

@@ -24,12 +24,19 @@ from typing import TYPE_CHECKING
 import numpy as np
 from numpy.typing import NDArray
 
+from rlvr_world.apps.video.evaluation import reward_weights
+from rlvr_world.shapes import FRAMES_NDIM, MATRIX_NDIM
+
 if TYPE_CHECKING:
     from transformers import PreTrainedModel
 
+    from rlvr_world.apps.video.config import VideoRl
     from rlvr_world.rewards.video import PerceptualScorer
     from rlvr_world.video.layout import LayoutVocab, TokenSequence
     from rlvr_world.video.tokenizer import FrameTokenizer
+
+#: Samples per group a within-group standard deviation needs.
+MIN_GROUP_SIZE = 2
 
 
 def balanced_weights(weights: Mapping[str, float], spread: Mapping[str, float]) -> dict[str, float]:
@@ -51,7 +58,7 @@ def balanced_weights(weights: Mapping[str, float], spread: Mapping[str, float]) 
 
 def group_spread(losses: NDArray[np.float64]) -> float:
     """Mean over groups of the within-group standard deviation of ``losses (groups, G)``."""
-    if losses.ndim != 2 or losses.shape[1] < 2:
+    if losses.ndim != MATRIX_NDIM or losses.shape[1] < MIN_GROUP_SIZE:
         raise ValueError(f"losses: expected (groups, G >= 2), got shape {losses.shape}")
     return float(losses.std(axis=1).mean())
 
@@ -63,13 +70,13 @@ def measure_spread(
     sequences: Sequence[TokenSequence],
     truths: NDArray[np.uint8],
     *,
-    names: Sequence[str],
     perceptual: PerceptualScorer,
-    group_size: int,
-    temperature: float,
+    rl: VideoRl,
     seed: int,
 ) -> dict[str, float]:
-    """``group_spread`` of each loss in ``names`` over ``group_size`` samples per sequence.
+    """``group_spread`` of each positively weighted term of ``rl.weights`` (``perceptual``
+    resolved to the scorer's metric) over ``rl.group_size`` samples per sequence, sampled as the
+    rollout does (``rl.temperature``, no top-k) from ``seed``.
 
     ``truths`` are the true frames: ``(N, H, W, 3)`` for single-step sequences, ``(N, T, H, W,
     3)`` for multi-step ones (the loss is then the mean over the T frames, as the reward's)."""
@@ -81,7 +88,9 @@ def measure_spread(
 
     if len(sequences) != len(truths) or not sequences:
         raise ValueError(f"{len(sequences)} sequences for {len(truths)} true frames")
-    cfg = EvalConfig(temperature=temperature, top_k=0, seed=seed, baselines=False)
+    names = [k for k, w in reward_weights(rl, perceptual.metric).items() if w > 0]
+    group_size = rl.group_size
+    cfg = EvalConfig(temperature=rl.temperature, top_k=0, seed=seed, baselines=False)
     repeated = [seq for seq in sequences for _ in range(group_size)]
     if isinstance(vocab, MultiStepVocab):
         _, frames = predicted_multistep(model, frame_tokenizer, repeated, vocab, cfg)
@@ -92,7 +101,7 @@ def measure_spread(
         tokens = sample_frames(model, prompts, per, visual_ids(vocab), cfg)
         pred = np.asarray(frame_tokenizer.decode_tokens(tokens), dtype=np.float64)[:, None]
     target = np.repeat(np.asarray(truths), group_size, axis=0).astype(np.float64) / 255.0
-    if target.ndim == 4:
+    if target.ndim == FRAMES_NDIM:  # single-step truths (N, H, W, 3): one step each
         target = target[:, None]
     steps = pred.shape[1]
     flat = frame_metrics(

@@ -19,6 +19,10 @@ from rlvr_world.apps.pipeline.config import apply_overrides, read_config_mapping
 
 #: The ``rl.weights`` key standing for the metric ``eval.perceptual`` resolves to.
 PERCEPTUAL = "perceptual"
+#: Bounds of a frame side in pixels (``data.image_size``).
+MIN_IMAGE_SIDE, MAX_IMAGE_SIDE = 8, 1024
+#: Largest ``rl.weights`` value.
+MAX_REWARD_WEIGHT = 1e6
 
 
 class _Section(BaseModel):
@@ -47,8 +51,11 @@ class VideoData(_Section):
     @model_validator(mode="after")
     def _source(self) -> Self:
         sides = (self.image_size,) if isinstance(self.image_size, int) else self.image_size
-        if any(not 8 <= side <= 1024 for side in sides):
-            raise ValueError(f"data.image_size: sides must lie in [8, 1024], got {self.image_size}")
+        if any(not MIN_IMAGE_SIDE <= side <= MAX_IMAGE_SIDE for side in sides):
+            raise ValueError(
+                f"data.image_size: sides must lie in [{MIN_IMAGE_SIDE}, {MAX_IMAGE_SIDE}], "
+                f"got {self.image_size}"
+            )
         if self.source == "npz" and self.dir is None:
             raise ValueError("data.dir: required when data.source is npz")
         if self.held_out + self.validation >= self.episodes and self.source == "pusht":
@@ -183,7 +190,7 @@ class VideoRl(RlSection):
         bad = sorted(k for k in self.weights if k not in known)
         if bad:
             raise ValueError(f"rl.weights: unknown metric(s) {bad}; known: {', '.join(known)}")
-        if any(not 0.0 <= w <= 1e6 for w in self.weights.values()):
+        if any(not 0.0 <= w <= MAX_REWARD_WEIGHT for w in self.weights.values()):
             raise ValueError("rl.weights: every weight must lie in [0, 1e6]")
         if not any(w > 0 for w in self.weights.values()):
             raise ValueError("rl.weights: at least one weight must be positive")

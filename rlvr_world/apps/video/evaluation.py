@@ -26,15 +26,19 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from rlvr_world.apps.video.config import PERCEPTUAL, SamplingChoice, VideoEval, VideoRl
+from rlvr_world.apps.video.config import (
+    PERCEPTUAL,
+    SamplingChoice,
+    VideoEval,
+    VideoPipelineConfig,
+    VideoRl,
+)
 from rlvr_world.stats import build_headline
 
 if TYPE_CHECKING:
-    from rlvr_world.rewards.video import PerceptualScorer
-    from rlvr_world.video.actions import ActionQuantizer
+    from rlvr_world.apps.video.setup import VideoSetup
     from rlvr_world.video.data import ClipArrays
-    from rlvr_world.video.layout import LayoutVocab, TokenSequence
-    from rlvr_world.video.tokenizer import FrameTokenizer
+    from rlvr_world.video.layout import TokenSequence
 
 logger = logging.getLogger(__name__)
 
@@ -64,22 +68,19 @@ def shuffle_actions(clips: Sequence[ClipArrays], seed: int) -> list[ClipArrays]:
 
 def evaluate_saved(
     weights: Path,
+    s: VideoSetup,
+    clips: tuple[Sequence[ClipArrays], Sequence[TokenSequence]],
+    cfg: VideoPipelineConfig,
     *,
-    frame_tokenizer: FrameTokenizer,
-    vocab: LayoutVocab,
-    quantizer: ActionQuantizer,
-    perceptual: PerceptualScorer,
-    clips: Sequence[ClipArrays],
-    sequences: Sequence[TokenSequence],
     sampling: SamplingChoice,
     seed: int,
     baselines: bool,
     out_dir: Path,
-    segment_frames: int | None,
-    device: str,
 ) -> dict[str, Any]:
     """The held-out report (``evaluate.evaluate`` keys, ``per_clip`` included) of the model in
-    ``weights`` on ``clips``; multi-step when ``segment_frames`` is given."""
+    ``weights`` on ``clips`` (clips and their token sequences), with the setup's tokenizer,
+    vocabulary, quantizer and perceptual scorer, on ``run.device``; multi-step (over
+    ``model.segment_frames``) when ``model.layout`` is ``multi_step``."""
     import torch
     from transformers import AutoModelForCausalLM
 
@@ -87,10 +88,12 @@ def evaluate_saved(
     from rlvr_world.video.layout import MultiStepVocab, SingleStepVocab
     from rlvr_world.video.multistep import evaluate_multistep
 
+    held, sequences = clips
+    vocab, perceptual = s.vocab, s.perceptual
     model = AutoModelForCausalLM.from_pretrained(str(weights), dtype=torch.float32)
-    model.to(device)  # type: ignore[arg-type]
+    model.to(cfg.run.device)  # type: ignore[arg-type]
     model.eval()  # type: ignore[no-untyped-call]
-    cfg = EvalConfig(
+    eval_cfg = EvalConfig(
         temperature=sampling.temperature,
         top_k=sampling.top_k,
         seed=seed,
@@ -99,17 +102,17 @@ def evaluate_saved(
         perceptual=perceptual.metric,
         net=perceptual.net,
     )
-    if segment_frames is not None:
+    if cfg.model.layout == "multi_step":
         if not isinstance(vocab, MultiStepVocab):
             raise ValueError("segment_frames: a multi-step evaluation needs a MultiStepVocab")
         return evaluate_multistep(
             model,
-            frame_tokenizer,
-            clips,
-            cfg,
+            s.frame_tokenizer,
+            held,
+            eval_cfg,
             vocab=vocab,
-            quantizer=quantizer,
-            segment_frames=segment_frames,
+            quantizer=s.quantizer,
+            segment_frames=cfg.model.segment_frames,
             perceptual=perceptual,
             out_dir=out_dir,
             sequences=sequences,
@@ -118,11 +121,11 @@ def evaluate_saved(
         raise ValueError("vocab: a single-step evaluation needs a SingleStepVocab")
     return evaluate(
         model,
-        frame_tokenizer,
-        clips,
-        cfg,
+        s.frame_tokenizer,
+        held,
+        eval_cfg,
         vocab=vocab,
-        quantizer=quantizer,
+        quantizer=s.quantizer,
         perceptual=perceptual,
         out_dir=out_dir,
         sequences=sequences,

@@ -230,10 +230,8 @@ class VideoRun:
             s.vocab,
             [s.train_sequences[i] for i in picked],
             truths,
-            names=[k for k, w in weights.items() if w > 0],
             perceptual=s.perceptual,
-            group_size=rl.group_size,
-            temperature=rl.temperature,
+            rl=rl,
             seed=self.cfg.run.seed,
         )
         balanced = balanced_weights(weights, measured)
@@ -257,10 +255,9 @@ class VideoRun:
             self.cfg,
             out_dir,
             self.log,
+            setup=s,
             model=model,
-            tokenizer_dir=s.tokenizer_dir,
             items=items,
-            max_tokens=rl_phase.rollout_max_tokens(self.cfg, s.tokens_per_frame, s.quantizer.dims),
             orchestrator=rl_phase.orchestrator_config(
                 self.cfg, s.tokens_per_frame, s.vocab, metric=metric, seed=seed, weights=weights
             ),
@@ -342,22 +339,16 @@ class VideoRun:
         import torch
 
         torch.set_num_threads(self.cfg.mle.torch_threads)
-        held, seqs = clips if clips is not None else (s.test_clips, s.test_sequences)
         t0 = time.perf_counter()
         report = evaluation.evaluate_saved(
             weights,
-            frame_tokenizer=s.frame_tokenizer,
-            vocab=s.vocab,
-            quantizer=s.quantizer,
-            perceptual=s.perceptual,
-            clips=held,
-            sequences=seqs,
+            s,
+            clips if clips is not None else (s.test_clips, s.test_sequences),
+            self.cfg,
             sampling=sampling,
             seed=self.cfg.eval.seed + seed,
             baselines=baselines,
             out_dir=(folder or self.run_dir) / "eval" / name,
-            segment_frames=self.cfg.model.segment_frames if self.multi_step else None,
-            device=self.cfg.run.device,
         )
         self._phase(f"eval_{name}", time.perf_counter() - t0)
         return report

@@ -18,6 +18,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import yaml
 
@@ -36,6 +37,9 @@ from rlvr_world.runlog import JsonlLog
 from rlvr_world.video.data import ClipArrays
 from rlvr_world.video.layout import LayoutVocab, TokenSequence
 from rlvr_world.video.world_model import visual_ids
+
+if TYPE_CHECKING:
+    from rlvr_world.apps.video.setup import VideoSetup
 
 
 @dataclass(frozen=True)
@@ -184,15 +188,15 @@ async def run_rl(
     run_dir: Path,
     log: JsonlLog,
     *,
+    setup: VideoSetup,
     model: Path,
-    tokenizer_dir: Path,
     items: list[PromptItem],
-    max_tokens: int,
     orchestrator: OrchestratorConfig,
     seed: int = 0,
 ) -> RlOutcome:
     """Start Redis and the services, train from ``model`` until the trainer exits (module
-    docstring); the services' addresses go to ``log``."""
+    docstring); the services' addresses go to ``log``. The decoder serves ``setup``'s frame
+    tokenizer; the rollout's token limit is ``rollout_max_tokens`` of its tokens and actions."""
     r = cfg.run
     redis = start_embedded(run_dir / "redis")
     try:
@@ -201,9 +205,9 @@ async def run_rl(
                 sup,
                 model=model,
                 redis_url=redis.url,
-                max_tokens=max_tokens,
+                max_tokens=rollout_max_tokens(cfg, setup.tokens_per_frame, setup.quantizer.dims),
                 timeout_s=r.service_start_timeout_s,
-                video_tokenizer=tokenizer_dir,
+                video_tokenizer=setup.tokenizer_dir,
             )
             log.write("services", **asdict(addrs))
             shape = video_frames(items[0])[0].shape

@@ -45,6 +45,8 @@ PAPER_PHRASES = (
     "the final game state is:",
 )
 _PAPER_FENCE = re.compile(r"```json\s*([\s\S]*?)\s*```")
+#: The reference ignores a last fenced json block shorter than this (reference step 1).
+PAPER_MIN_FENCE_CHARS = 10
 _STRICT_PHRASE = re.compile(r"the final (?:answer|state|game state) is:", re.IGNORECASE)
 _THINK_END = "</think>"
 
@@ -72,7 +74,7 @@ def paper_answer_text(response: str) -> tuple[str, str]:
         if phrase in response:
             return response.rsplit(phrase, maxsplit=1)[-1].strip(), f"phrase:{phrase}"
     matches = _PAPER_FENCE.findall(response)
-    if not matches or len(matches[-1]) < 10:
+    if not matches or len(matches[-1]) < PAPER_MIN_FENCE_CHARS:
         return response, "whole_string"
     return str(matches[-1]), "last_json_fence"
 

@@ -59,6 +59,11 @@ from rlvr_world.rewards.types import RewardResult, Status, failed
 FieldKey = tuple[Any, ...]
 ABSENT: tuple[str] = ("absent",)
 PRESENT: FieldKey = ("<present>",)
+#: Answer errors quoted in a result's note (the rest are counted).
+NOTE_ERRORS = 3
+#: Longest value repr quoted in an answer error, "..." included.
+NOTE_VALUE_CHARS = 60
+_CUT = "..."
 
 
 @dataclass
@@ -293,8 +298,9 @@ def _changed_hit(
 def _note(pred: Prediction) -> str:
     parts = []
     if pred.answer_errors:
-        shown = "; ".join(pred.answer_errors[:3])
-        more = f" (+{len(pred.answer_errors) - 3} more)" if len(pred.answer_errors) > 3 else ""
+        shown = "; ".join(pred.answer_errors[:NOTE_ERRORS])
+        extra = len(pred.answer_errors) - NOTE_ERRORS
+        more = f" (+{extra} more)" if extra > 0 else ""
         parts.append(f"answer errors: {shown}{more}")
     if pred.score_problem:
         parts.append(f"score key {pred.score_problem}: every score field counted wrong")
@@ -303,4 +309,6 @@ def _note(pred: Prediction) -> str:
 
 def _short(value: Any) -> str:
     text = repr(value)
-    return text if len(text) <= 60 else text[:57] + "..."
+    if len(text) <= NOTE_VALUE_CHARS:
+        return text
+    return text[: NOTE_VALUE_CHARS - len(_CUT)] + _CUT
