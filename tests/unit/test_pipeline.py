@@ -95,7 +95,9 @@ def test_overrides_and_generated_trainer_config_validate(tmp_path: Path) -> None
     from rlvr_world.apps.grpo import trainer_config
     from trainer.config import TrainerConfig
 
-    cfg = load_pipeline_config(CONFIGS[0], {"rl.steps": 7, "run.seed": 3})
+    cfg = load_pipeline_config(
+        CONFIGS[0], {"rl.steps": 7, "run.seed": 3, "rl.norm_adv_by_std": False}
+    )
     assert cfg.rl.steps == 7 and cfg.run.seed == 3
     data = trainer_config(
         cfg.rl,
@@ -111,6 +113,7 @@ def test_overrides_and_generated_trainer_config_validate(tmp_path: Path) -> None
     assert tcfg.run.seed == 3
     assert tcfg.grpo.truncated_reward == cfg.rl.truncated_reward == 0.0
     assert tcfg.grpo.unparseable_reward == cfg.rl.unparseable_reward
+    assert tcfg.grpo.norm_adv_by_std is False  # Dr. GRPO reaches the trainer
 
 
 def test_run_seed_reseeds_the_split_and_the_draw() -> None:
