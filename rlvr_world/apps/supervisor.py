@@ -28,14 +28,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Protocol
 
+from rlvr_world.apps.healthcheck import HTTP_SUCCESS
+
 log = logging.getLogger(__name__)
 
 #: Seconds between two readiness probes.
 POLL_S = 0.1
 #: Characters of the log shown in a start-up error.
 LOG_TAIL_CHARS = 4000
-#: The HTTP statuses that mean ready: 2xx.
-HTTP_SUCCESS = range(200, 300)
 
 
 def pick_free_port(host: str = "127.0.0.1") -> int:

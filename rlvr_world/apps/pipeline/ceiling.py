@@ -25,9 +25,9 @@ from pathlib import Path
 
 from rlvr_world.apps.pipeline.config import load_pipeline_config
 from rlvr_world.apps.pipeline.data import build_items
-from rlvr_world.apps.pipeline.results import predicts_no_change
+from rlvr_world.apps.pipeline.results import TEXT_NO_CHANGE_ANSWER, predicts_no_change
 from rlvr_world.items import PromptItem
-from rlvr_world.rewards.dispatch import TextScoreRequest, score_text
+from rlvr_world.rewards.text_game import score_text_game
 
 DEFAULT_THRESHOLDS = (0.0, 0.125, 0.25, 0.375, 0.5, 0.625, 0.75, 0.875, 1.01)
 
@@ -64,17 +64,23 @@ def sweep(items: Sequence[ItemDecision], thresholds: Sequence[float]) -> list[Sw
     return rows
 
 
-def _exact(item: PromptItem, text: str) -> bool:
-    result = score_text(
-        TextScoreRequest(**item.reward_row(text), variant="strict", reward_type="binary")
-    )
-    return result.status.value == "ok" and result.reward == 1.0
+def _exact(item: PromptItem, text: str, variant: str) -> bool:
+    """Exact match by the run's scorer (the binary reward), as the held-out evaluation scores."""
+    result = score_text_game(text, item.ground_truth, item.extra_info, variant=variant)
+    return result.ok and result.reward == 1.0
 
 
 def measure(
-    model: Path, items: Sequence[PromptItem], samples: int, seed: int
+    model: Path,
+    items: Sequence[PromptItem],
+    samples: int,
+    seed: int,
+    *,
+    max_tokens: int,
+    variant: str,
 ) -> list[ItemDecision]:
-    """Sample ``samples`` answers per item from ``model`` and score both choices."""
+    """Sample ``samples`` answers per item from ``model`` (at most ``max_tokens`` each) and score
+    both choices, "nothing changes" included, with the real scorer (``variant``)."""
     import torch
 
     from services.rollout.engine import SamplingParams
@@ -85,7 +91,8 @@ def measure(
     out = []
     for item in items:
         gen = engine.generate(
-            item.prompt, SamplingParams(n=samples, temperature=1.0, max_tokens=160, seed=seed)
+            item.prompt,
+            SamplingParams(n=samples, temperature=1.0, max_tokens=max_tokens, seed=seed),
         )
         texts = [(str(engine.tokenizer.decode(s.token_ids)), sum(s.logprobs)) for s in gen.samples]
         flags = [predicts_no_change(text) for text, _ in texts]
@@ -95,8 +102,8 @@ def measure(
             ItemDecision(
                 changed=bool(item.changed),
                 p_nc=sum(flags) / samples,
-                no_change_exact=not item.changed,
-                attempt_exact=best is not None and _exact(item, best),
+                no_change_exact=_exact(item, TEXT_NO_CHANGE_ANSWER, variant),
+                attempt_exact=best is not None and _exact(item, best, variant),
             )
         )
     return out
@@ -117,7 +124,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     seed = cfg.run.seed if args.seed is None else args.seed
     _, test = build_items(cfg.text_data, seed)
     test = test[: args.items] if args.items else test
-    decisions = measure(args.model, test, args.samples, seed)
+    decisions = measure(
+        args.model,
+        test,
+        args.samples,
+        seed,
+        max_tokens=cfg.eval.max_tokens,
+        variant=cfg.rl.reward_variant,
+    )
     if args.out is not None:
         args.out.write_text(json.dumps([asdict(d) for d in decisions]))
     for row in sweep(decisions, DEFAULT_THRESHOLDS):
