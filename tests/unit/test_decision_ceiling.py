@@ -58,8 +58,18 @@ def test_measure_samples_a_real_model(tmp_path: Path) -> None:
         assert d.attempt_exact is False  # an untrained model does not write an exact diff
 
 
-def test_cli_refuses_zero_samples(capsys: pytest.CaptureFixture[str]) -> None:
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["configs/pipeline/kitchen_tiny.yaml", "configs", "--samples", "0"], "at least 1"),
+        (["configs/pipeline/kitchen_tiny.yaml", "no/such/model"], "not a model directory"),
+        (["configs/pipeline/web_smoke.yaml", "configs"], "for text-game runs (task: web)"),
+    ],
+)
+def test_cli_refuses_bad_input_with_exit_2(
+    args: list[str], message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
     with pytest.raises(SystemExit) as exc:
-        main(["configs/pipeline/kitchen_tiny.yaml", "model", "--samples", "0"])
+        main(args)
     assert exc.value.code == 2
-    assert "--samples must be at least 1" in capsys.readouterr().err
+    assert message in capsys.readouterr().err

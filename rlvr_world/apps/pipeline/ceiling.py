@@ -120,7 +120,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.samples < 1:
         parser.error("--samples must be at least 1")
+    if not args.model.is_dir():
+        parser.error(f"model: {args.model} is not a model directory")
     cfg = load_pipeline_config(args.config)
+    if cfg.task != "text_game":
+        parser.error(
+            f"{args.config}: the decision ceiling is for text-game runs (task: {cfg.task})"
+        )
     seed = cfg.run.seed if args.seed is None else args.seed
     _, test = build_items(cfg.text_data, seed)
     test = test[: args.items] if args.items else test
