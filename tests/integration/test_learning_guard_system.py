@@ -4,11 +4,12 @@ trainer process, weight publishing and reloads, the orchestrator: ``PipelineRun.
 code path of ``rlvr-world run``, with only the start checkpoint prepared here.
 
 The task: kitchen transitions whose true diff is empty (the action changes nothing). The start
-model is SFT-trained on answers that are right one time in five and otherwise claim a change that
-did not happen, so it samples the right answer ~20% of the time. The reward is the real strict
-exact match from the reward service; GRPO must lift the mean train reward of the last 4 steps to
-at least 0.6 and by at least 0.35 over the first 3 steps, with every group sampled at most
-``max_staleness`` versions behind and the rollout serving the final weights.
+model is SFT-trained (6 epochs: 3 left most answers garbled, neither right nor the wrong change,
+and GRPO from there sometimes never recovered) on answers that are right one time in eight and
+otherwise claim a change that did not happen. The reward is the real strict exact match from the
+reward service; GRPO must lift the mean train reward of the last 8 steps to at least 0.7 and by at
+least 0.25 over the first 3 steps, with every group sampled at most ``max_staleness`` versions
+behind and the rollout serving the final weights.
 """
 
 from __future__ import annotations
@@ -36,6 +37,8 @@ pytestmark = [
 
 REPO = Path(__file__).resolve().parents[2]
 STEPS = 24
+#: How often the start model's SFT data holds the right answer (else ``WRONG``).
+RIGHT_SHARE = 0.12
 #: A change that never happens: the toaster switching itself on.
 WRONG = diff_answer(
     {
@@ -80,13 +83,17 @@ def _warm_model(root: Path, items: list[PromptItem]) -> Path:
     from trainer.sft import SftConfig, run_sft
 
     rng = random.Random(0)
-    pairs = [(i.prompt, i.target if rng.random() < 0.2 else WRONG) for i in items for _ in range(5)]
+    pairs = [
+        (i.prompt, i.target if rng.random() < RIGHT_SHARE else WRONG)
+        for i in items
+        for _ in range(5)
+    ]
     corpus = [p for p, _ in pairs] + [i.target for i in items] + [WRONG]
     shape = TinyLMConfig(
         vocab_size=512, hidden_size=64, num_layers=2, num_heads=2, max_positions=512
     )
     base = build_tiny_lm(root / "base", corpus, shape)
-    cfg = SftConfig(epochs=3, lr=3e-3, batch_size=16, warmup_steps=5, torch_threads=1)
+    cfg = SftConfig(epochs=6, lr=3e-3, batch_size=16, warmup_steps=5, torch_threads=1)
     return run_sft(base, pairs, root / "sft", cfg).path
 
 
@@ -122,11 +129,12 @@ def test_grpo_through_the_services_learns_a_learnable_task(
         if e["event"] == "step"
     ]
     rewards = [s["reward_mean"] for s in steps]
-    first, last = sum(rewards[:3]) / 3, sum(rewards[-4:]) / 4
-    assert first <= 0.35, f"the warm start should rarely be right (first steps {rewards[:3]})"
-    # The asynchronous system does not repeat a run exactly: the last 4 steps have reached 0.72
-    # (CI, loaded machine) to 0.9; a run that does not learn stays near the start's 0.2.
-    assert last >= 0.6 and last - first >= 0.35, (
+    first, last = sum(rewards[:3]) / 3, sum(rewards[-8:]) / 8
+    # Measured (quiet machine, this start): the first 3 steps 0.43-0.51 (the first prompts drawn
+    # are easier than the mean), the last 8 steps 0.83-0.94, with dips to 0.0-0.2 on the way at
+    # lr 2e-3. A run that does not learn stays near its start; 8 steps average out the dips.
+    assert first <= 0.6, f"the warm start should often be wrong (first steps {rewards[:3]})"
+    assert last >= 0.7 and last - first >= 0.25, (
         f"GRPO through the services did not learn: {json.dumps(rewards)}"
     )
     assert max(s["sample_age_max"] for s in steps) <= 1
