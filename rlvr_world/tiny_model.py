@@ -40,7 +40,7 @@ class TinyLMConfig(BaseModel):
 
 def build_tokenizer(corpus: Iterable[str], vocab_size: int) -> PreTrainedTokenizerFast:
     """A fast byte-level BPE tokenizer trained on ``corpus`` (module docstring)."""
-    from tokenizers import (  # type: ignore[import-untyped]
+    from tokenizers import (
         Tokenizer,
         decoders,
         models,

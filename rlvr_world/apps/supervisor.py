@@ -24,6 +24,7 @@ import subprocess
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Protocol
@@ -185,9 +186,30 @@ class Supervisor:
 
     def start(self, spec: ProcessSpec, timeout_s: float = 120.0) -> Managed:
         """Start ``spec`` and wait until it is ready (or raise ``ProcessFailed``)."""
-        old = self._procs.get(spec.name)
-        if old is not None and old.alive():
-            raise ValueError(f"process {spec.name!r} is already running (pid {old.pid})")
+        return self.start_many([spec], timeout_s)[0]
+
+    def start_many(self, specs: Sequence[ProcessSpec], timeout_s: float = 120.0) -> list[Managed]:
+        """Start every spec at once, then wait until all are ready: start-up takes as long as the
+        slowest process, not the sum (most of it is imports, which overlap). If one exits early
+        or is not ready within ``timeout_s``, all of these are stopped and ``ProcessFailed``
+        names it (the first in ``specs`` order that failed) with the tail of its log."""
+        names = [spec.name for spec in specs]
+        if len(set(names)) != len(names):
+            raise ValueError(f"duplicate process names in one start: {names}")
+        for spec in specs:
+            old = self._procs.get(spec.name)
+            if old is not None and old.alive():
+                raise ValueError(f"process {spec.name!r} is already running (pid {old.pid})")
+        started = [self._spawn(spec) for spec in specs]
+        try:
+            self._wait_ready(started, timeout_s)
+        except ProcessFailed:
+            for managed in started:
+                self.stop(managed.spec.name, timeout_s=5)
+            raise
+        return started
+
+    def _spawn(self, spec: ProcessSpec) -> Managed:
         log_path = self.log_dir / f"{spec.name}.log"
         log_file = log_path.open("ab")
         env = {**os.environ, **spec.env} if spec.inherit_env else dict(spec.env)
@@ -204,26 +226,30 @@ class Supervisor:
         self._procs.pop(spec.name, None)
         self._procs[spec.name] = managed
         log.info("started %s (pid %d): %s", spec.name, popen.pid, " ".join(spec.argv))
-        try:
-            self._wait_ready(managed, timeout_s)
-        except ProcessFailed:
-            self.stop(spec.name, timeout_s=5)
-            raise
         return managed
 
-    def _wait_ready(self, managed: Managed, timeout_s: float) -> None:
-        check = managed.spec.ready
-        deadline = time.monotonic() + timeout_s
+    def _wait_ready(self, pending: Sequence[Managed], timeout_s: float) -> None:
+        t0 = time.monotonic()
+        deadline = t0 + timeout_s
+        waiting = list(pending)
         while True:
-            code = managed.popen.poll()
-            if code is not None:
-                raise ProcessFailed(
-                    f"{managed.spec.name} exited with code {code} before it was ready; "
-                    f"last lines of {managed.log_path}:\n{managed.log_tail()}"
-                )
-            if check is None or check.ready(managed.log_path):
+            for managed in list(waiting):
+                code = managed.popen.poll()
+                if code is not None:
+                    raise ProcessFailed(
+                        f"{managed.spec.name} exited with code {code} before it was ready; "
+                        f"last lines of {managed.log_path}:\n{managed.log_tail()}"
+                    )
+                check = managed.spec.ready
+                if check is None or check.ready(managed.log_path):
+                    waiting.remove(managed)
+                    log.info("%s ready after %.1fs", managed.spec.name, time.monotonic() - t0)
+            if not waiting:
                 return
             if time.monotonic() > deadline:
+                managed = waiting[0]
+                check = managed.spec.ready
+                assert check is not None  # a spec without a check is ready at once
                 raise ProcessFailed(
                     f"{managed.spec.name} not ready after {timeout_s:.0f}s (waiting for "
                     f"{check.describe()}); last lines of {managed.log_path}:\n"

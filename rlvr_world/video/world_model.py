@@ -145,7 +145,7 @@ def token_names(vocab: LayoutVocab) -> list[str]:
 
 def build_tokenizer(vocab: LayoutVocab) -> PreTrainedTokenizerFast:
     """A ``PreTrainedTokenizerFast`` over ``token_names(vocab)`` (whitespace-separated names)."""
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers  # type: ignore[import-untyped]
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers
     from transformers import PreTrainedTokenizerFast
 
     names = token_names(vocab)

@@ -64,6 +64,38 @@ def test_not_ready_in_time_raises_and_stops_the_process(tmp_path: Path) -> None:
         assert not sup.alive("slow")
 
 
+def test_start_many_starts_at_once_and_one_failure_stops_them_all(tmp_path: Path) -> None:
+    """Each process prints ``ready`` only after seeing the other one's pid file: started one
+    after the other, neither could be ready; together both are. When one of a start exits early,
+    the error names it and every process of that start is stopped."""
+    wait_for = (
+        "import os, sys, time, pathlib; d = pathlib.Path(sys.argv[1]); "
+        "(d / sys.argv[2]).write_text(str(os.getpid())); "
+        "[time.sleep(0.05) for _ in range(400) if not (d / sys.argv[3]).exists()]; "
+        "print('ready' if (d / sys.argv[3]).exists() else 'alone', flush=True); time.sleep(60)"
+    )
+
+    def spec(name: str, other: str) -> ProcessSpec:
+        argv = [sys.executable, "-c", wait_for, str(tmp_path), name, other]
+        return ProcessSpec(name, argv, ready=LogLine("^ready$"))
+
+    with Supervisor(tmp_path) as sup:
+        a, b = sup.start_many([spec("a", "b"), spec("b", "a")], timeout_s=60)
+        assert a.alive() and b.alive() and sup.names() == ["a", "b"]
+        with pytest.raises(ValueError, match="already running"):
+            sup.start_many([spec("a", "b")])
+        with pytest.raises(ValueError, match="duplicate process names"):
+            sup.start_many([spec("c", "d"), spec("c", "d")])
+        exits = ProcessSpec("exits", [sys.executable, "-c", "raise SystemExit(4)"])
+        exits.ready = LogLine("never")
+        waits = ProcessSpec("waits", [sys.executable, "-c", "import time; time.sleep(60)"])
+        waits.ready = LogLine("never")
+        with pytest.raises(ProcessFailed, match="exits exited with code 4"):
+            sup.start_many([waits, exits], timeout_s=60)
+        assert not sup.alive("waits") and not sup.alive("exits")
+        assert sup.alive("a") and sup.alive("b")  # an earlier start is left alone
+
+
 def test_stop_escalates_to_sigkill_and_kill_is_immediate(tmp_path: Path) -> None:
     ignore_term = (
         "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); "

@@ -94,7 +94,8 @@ def start_services(
     video_tokenizer: Path | None = None,
     weights_root: Path | None = None,
 ) -> Addresses:
-    """Start reward, decoder and rollout (in that order) and return their addresses.
+    """Start reward, decoder and rollout (at once: ``Supervisor.start_many``) and return their
+    addresses.
 
     ``video_tokenizer``: the decoder also serves ``DecodeFrames`` with this frame tokenizer.
     ``weights_root``: where the trainer writes checkpoints (default: the supervisor's run
@@ -105,7 +106,6 @@ def start_services(
         decoder_spec(model, video_tokenizer),
         rollout_spec(model, redis_url, max_tokens, weights_root or sup.run_dir),
     ]
-    for spec in specs:
-        sup.start(spec, timeout_s=timeout_s)
+    sup.start_many(specs, timeout_s=timeout_s)
     reward, decoder, rollout = (address_of(s) for s in specs)
     return Addresses(reward=reward, decoder=decoder, rollout=rollout)
