@@ -97,7 +97,9 @@ def test_time_budget_stops_early() -> None:
     cfg = MLEConfig(steps=100_000, batch_size=4, time_budget_s=0.5)
     result = train_mle(model, copy_sequences(8), cfg, pad_id=VOCAB.pad)
     assert 1 <= result.step < 100_000
-    assert 0.5 <= result.seconds < 5.0
+    # stops at the first step boundary after 0.5 s: a step takes milliseconds here, so 30 s
+    # leaves room for a starved machine (make test-stress) while 100,000 steps would take minutes
+    assert 0.5 <= result.seconds < 30.0
 
 
 def test_resume_from_checkpoint_matches_uninterrupted_run(tmp_path: Path) -> None:
