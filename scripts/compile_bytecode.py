@@ -1,6 +1,8 @@
 """Compile an environment's Python files to bytecode once, at set-up, on every core.
 
-    python scripts/compile_bytecode.py DIR [DIR ...]
+    python scripts/compile_bytecode.py [--site] [DIR ...]
+
+``--site``: also the site-packages of the interpreter that runs this script (its environment).
 
 Why: the environments are installed with ``pip --no-compile`` (pip compiles one file at a time),
 and where ``PYTHONDONTWRITEBYTECODE`` is set, as on our CI machines, Python never writes the
@@ -21,6 +23,7 @@ from __future__ import annotations
 import compileall
 import os
 import sys
+import sysconfig
 import time
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
@@ -38,10 +41,13 @@ def compile_dirs(dirs: list[Path]) -> int:
 
 
 def main(argv: list[str]) -> int:
-    if not argv:
+    site = "--site" in argv
+    dirs = [Path(a) for a in argv if a != "--site"]
+    if site:
+        dirs.insert(0, Path(sysconfig.get_paths()["purelib"]))
+    if not dirs:
         print(__doc__.strip().splitlines()[2].strip(), file=sys.stderr)
         return 2
-    dirs = [Path(a) for a in argv]
     missing = [str(d) for d in dirs if not d.is_dir()]
     if missing:
         print(f"not a directory: {', '.join(missing)}", file=sys.stderr)

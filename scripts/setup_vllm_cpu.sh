@@ -79,8 +79,7 @@ fi
 "${PIP[@]}" --no-deps --editable "${ROOT}"
 
 # Bytecode once, on every core (scripts/compile_bytecode.py says why).
-"${VENV_DIR}/bin/python" "${ROOT}/scripts/compile_bytecode.py" \
-    "$("${VENV_DIR}/bin/python" -c "import sysconfig; print(sysconfig.get_paths()['purelib'])")"
+"${VENV_DIR}/bin/python" "${ROOT}/scripts/compile_bytecode.py" --site
 
 # Smoke check: vLLM and the service's modules import.
 "${VENV_DIR}/bin/python" -c "import vllm, services.rollout.vllm_engine, services.rollout.server; \

@@ -29,7 +29,7 @@ def test_compiles_what_it_can_and_counts_the_rest(tmp_path: Path) -> None:
 
 def test_bad_arguments_exit_2_with_the_reason(tmp_path: Path) -> None:
     none = subprocess.run([sys.executable, str(SCRIPT)], capture_output=True, text=True)
-    assert none.returncode == 2 and "compile_bytecode.py DIR" in none.stderr
+    assert none.returncode == 2 and "compile_bytecode.py [--site] [DIR ...]" in none.stderr
     missing = subprocess.run(
         [sys.executable, str(SCRIPT), str(tmp_path / "nope")], capture_output=True, text=True
     )
