@@ -4,9 +4,11 @@ game, or ``task: web``: accessibility-tree diffs scored by F1).
 Order: build the prompt items (train / held-out, seeded by ``run.seed``), build the tiny model (or
 take ``model.path``), SFT warm-up (in this process): that checkpoint is the *start*. Then the
 embedded Redis and the reward, decoder and rollout services (supervised processes on free loopback
-ports); greedy held-out evaluation of the start; the trainer process (``rlvr-world train`` with a
-generated config, starting from the start weights, checkpointing every step) fed by the
-orchestrator until it exits, with a held-out curve point every ``eval.curve_every`` steps; the
+ports, started at once); greedy held-out evaluation of the start; the trainer process
+(``rlvr-world train`` with a generated config, starting from the start weights, checkpointing
+every step) launched as the orchestrator starts feeding, so its start-up overlaps the first
+rollouts (``apps.grpo.run_grpo``), fed until it exits, with a held-out curve point every
+``eval.curve_every`` steps; the
 final weights served and evaluated (*RLVR*). Then the *control*: SFT continued from the start for
 GRPO's budget (``control.budget``: as many examples as GRPO trained sequences, or as long as GRPO
 ran), served by a second rollout service and evaluated on the same items. The headline compares
@@ -18,7 +20,9 @@ web run also filters its items by the policy's tokens once the tokenizer exists.
 Run directory: ``data/`` (items), ``model/`` (base, sft, control), ``redis/``, ``logs/`` (one per
 process), ``trainer/`` (checkpoints, ``train_log.jsonl``), ``ledger.jsonl``,
 ``pipeline_log.jsonl``, ``eval_<name>.jsonl`` (answers), ``curve.png``, ``report.md``,
-``summary.json`` (with ``headline``).
+``summary.json`` (with ``headline``; ``startup``: seconds from the stack's start, after the SFT,
+to Redis, each process's start and readiness, the GRPO phase and its first rollout request;
+``peak_rss_mib``: each process's peak RSS and their sum, ``apps.memory``).
 """
 
 from __future__ import annotations
@@ -36,7 +40,15 @@ from typing import Any
 
 import yaml
 
-from rlvr_world.apps.grpo import latest_version, orchestrator_config, run_grpo, trainer_config
+from rlvr_world.apps.grpo import (
+    first_request_time,
+    latest_version,
+    orchestrator_config,
+    run_grpo,
+    startup_breakdown,
+    trainer_config,
+)
+from rlvr_world.apps.memory import PeakRss
 from rlvr_world.apps.orchestrator.clients import ServiceClients
 from rlvr_world.apps.orchestrator.worker import RunStats
 from rlvr_world.apps.pipeline.config import PipelineConfig
@@ -51,7 +63,7 @@ from rlvr_world.apps.pipeline.results import (
     reward_trend,
 )
 from rlvr_world.apps.pipeline.stack import Addresses, rollout_spec, start_services, trainer_spec
-from rlvr_world.apps.supervisor import Supervisor
+from rlvr_world.apps.supervisor import ProcessSpec, Supervisor
 from rlvr_world.items import PromptItem, save_items
 from rlvr_world.queue.server import RedisHandle, start_embedded
 from rlvr_world.runlog import JsonlLog
@@ -75,6 +87,7 @@ class PipelineRun:
         self.curve: list[dict[str, Any]] = []
         self.metric = METRICS[cfg.task]
         self.test_items: list[PromptItem] = []
+        self.marks: dict[str, float | None] = {}  # wall-clock times of the start-up's steps
 
     # ------------------------------------------------------------------ start checkpoint
 
@@ -214,9 +227,11 @@ class PipelineRun:
         sup: Supervisor,
         addrs: Addresses,
         redis: RedisHandle,
-        train: list[PromptItem],
-        test: list[PromptItem],
+        items: tuple[list[PromptItem], list[PromptItem]],
+        trainer: ProcessSpec,
     ) -> RunStats:
+        """The trainer launched beside the feed (``run_grpo``), with the held-out curve."""
+        train, test = items
         rl = self.cfg.rl
         orch = orchestrator_config(
             rl,
@@ -242,6 +257,8 @@ class PipelineRun:
                 seed=self.seed,
                 run_dir=self.run_dir,
                 progress=self.cfg.run.progress,
+                trainer=trainer,
+                trainer_timeout_s=self.cfg.run.service_start_timeout_s,
             )
         finally:
             done.set()
@@ -283,14 +300,10 @@ class PipelineRun:
         model: Path,
         items: tuple[list[PromptItem], list[PromptItem]],
     ) -> None:
-        train, test = items
-        r = self.cfg.run
         t1 = time.perf_counter()
-        sup.start(
-            trainer_spec(self._write_trainer_yaml(model, redis.url)),
-            timeout_s=r.service_start_timeout_s,
-        )
-        stats = await self._grpo(sup, addrs, redis, train, test)
+        self.marks["grpo_start_s"] = time.time()
+        trainer = trainer_spec(self._write_trainer_yaml(model, redis.url))
+        stats = await self._grpo(sup, addrs, redis, items, trainer)
         code = sup.get("trainer").popen.wait()
         self.summary["grpo_s"] = time.perf_counter() - t1
         final = latest_version(redis)
@@ -352,10 +365,16 @@ class PipelineRun:
     async def run_async(self) -> dict[str, Any]:
         t0 = time.perf_counter()
         train, test, model = self.prepare()
+        stack_t = time.time()
         redis = start_embedded(self.run_dir / "redis")
+        self.marks["redis_s"] = time.time()
+        redis_pid = {"redis": redis.embedded.pid} if redis.embedded and redis.embedded.pid else {}
         ev, r = self.cfg.eval, self.cfg.run
         try:
-            with Supervisor(self.run_dir) as sup:
+            with (
+                Supervisor(self.run_dir) as sup,
+                PeakRss(lambda: {**sup.pids(), **redis_pid}) as rss,
+            ):
                 addrs = start_services(
                     sup,
                     model=model,
@@ -364,10 +383,14 @@ class PipelineRun:
                     reward_workers=r.reward_workers,
                     timeout_s=r.service_start_timeout_s,
                 )
+                self.marks["services_s"] = time.time()
                 self.log.write("services", **asdict(addrs))
                 if ev.enabled:
                     await self._eval_named("start", addrs.rollout, addrs, test)
                 await self._rlvr_phase(sup, addrs, redis, model, (train, test))
+                self.marks["first_request_s"] = first_request_time(self.run_dir / "ledger.jsonl")
+                self.summary["startup"] = startup_breakdown(sup, stack_t, **self.marks)
+                self.log.write("startup", **self.summary["startup"])
                 steps = train_steps(self.run_dir / "trainer" / "train_log.jsonl")
                 self.summary["trained_sequences"] = int(
                     sum(s.get("samples_trained", 0) for s in steps)
@@ -376,6 +399,7 @@ class PipelineRun:
                     await self._eval_named("rlvr", addrs.rollout, addrs, test)
                 if ev.enabled and self.cfg.control.enabled:
                     await self._control_phase(sup, addrs, model, (train, test))
+            self.summary["peak_rss_mib"] = rss.summary()
         finally:
             redis.close()
         return self._finish(t0)
