@@ -54,10 +54,13 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import gc
 import itertools
 import logging
 import shutil
 import statistics
+import subprocess
+import sys
 import tempfile
 import time
 from dataclasses import dataclass, field
@@ -67,13 +70,20 @@ from typing import Any
 import torch
 
 from rlvr_world.apps.grpo import requests_forever
+from rlvr_world.apps.memory import MIB, reset_own_peak, vm_hwm, vm_rss
+from rlvr_world.apps.orchestrator.worker import RunStats
 from rlvr_world.apps.pipeline.config import PipelineConfig, load_pipeline_config
 from rlvr_world.apps.pipeline.runner import PipelineRun
+from rlvr_world.apps.pipeline.stack import Addresses
+from rlvr_world.apps.supervisor import ProcessSpec, Supervisor
 from rlvr_world.items import PromptItem, load_items
-from rlvr_world.queue.server import URL_FILENAME
+from rlvr_world.queue.server import URL_FILENAME, RedisHandle
 from rlvr_world.runlog import read_jsonl
 
-BASE_CONFIG = Path(__file__).resolve().parent.parent / "configs" / "pipeline" / "bench.yaml"
+ROOT = Path(__file__).resolve().parent.parent
+BASE_CONFIG = ROOT / "configs" / "pipeline" / "bench.yaml"
+#: Issue 20's start-up target: the run's start to the first rollout request.
+STARTUP_TARGET_S = 5.0
 VARIANT, REWARD_TYPE = "strict", "binary"
 
 
@@ -88,6 +98,8 @@ class Side:
     rewards: list[float] = field(default_factory=list)
     tokens: list[int] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    peak_rss_mib: float | None = None  # the job's sum of per-process peaks (``apps.memory``)
+    phase_to_request: float | None = None  # ours: GRPO phase start -> first rollout request
 
 
 @dataclass(frozen=True)
@@ -163,9 +175,39 @@ def stop_leftover_redis(run_dir: Path) -> bool:
     return True
 
 
-def run_ours(cfg: PipelineConfig, prepared: Prepared) -> Side:
+class _OldOrderRun(_PreparedRun):
+    """The same run in the start-up order before the trainer was launched beside the feed: the
+    trainer started and waited for (imports, model load) before the first rollout request. The
+    baseline of the start-up ratio; nothing else differs."""
+
+    async def _grpo(
+        self,
+        sup: Supervisor,
+        addrs: Addresses,
+        redis: RedisHandle,
+        items: tuple[list[PromptItem], list[PromptItem]],
+        trainer: ProcessSpec | None,
+    ) -> RunStats:
+        if trainer is not None:
+            sup.start(trainer, timeout_s=self.cfg.run.service_start_timeout_s)
+        return await super()._grpo(sup, addrs, redis, items, None)
+
+
+OURS, OLD_ORDER = "ours (rlvr-world run)", "ours, trainer first (old)"
+
+
+def fresh_peak() -> tuple[bool, float]:
+    """Collect garbage and reset this process's peak RSS; (reset done, RSS now in MiB)."""
+    gc.collect()
+    done = reset_own_peak()
+    return done, (vm_rss("self") or 0) / MIB
+
+
+def run_ours(cfg: PipelineConfig, prepared: Prepared, old_order: bool = False) -> Side:
+    reset, base_mib = fresh_peak()
     start = time.time()
-    summary = asyncio.run(_PreparedRun(cfg, prepared).run_async())
+    run = (_OldOrderRun if old_order else _PreparedRun)(cfg, prepared)
+    summary = asyncio.run(run.run_async())
     run_dir = cfg.run.run_dir
     leaked = stop_leftover_redis(run_dir)
     steps = [e for e in read_jsonl(run_dir / "trainer" / "train_log.jsonl") if e["event"] == "step"]
@@ -173,27 +215,55 @@ def run_ours(cfg: PipelineConfig, prepared: Prepared) -> Side:
     ledger = read_jsonl(run_dir / "ledger.jsonl")
     first_push = min(e["time"] for e in ledger if e["event"] == "pushed")
     side = Side(
-        "ours (rlvr-world run)",
+        OLD_ORDER if old_order else OURS,
         start,
         [float(e["time"]) for e in steps],
         loop_start=min(float(e["time"]) for e in ledger if e["event"] == "start"),
         rewards=[float(e["reward_mean"]) for e in steps],
         tokens=[int(e["tokens"]) for e in steps],
     )
+    rss = summary.get("peak_rss_mib", {})
+    side.peak_rss_mib = rss.get("total")
+    side.phase_to_request = (
+        summary["startup"]["first_request_s"] - summary["startup"]["grpo_start_s"]
+    )
     compute = statistics.fmean(float(e["seconds"]) for e in steps)
     reasons = ", ".join(sorted({d["reason"] for d in drops})) or "-"
     versions = [e["policy_version"] for e in ledger if e["event"] == "pushed"]
     side.notes += [
-        f"ours: {summary['pushed']} groups generated, scored and pushed ({summary['failed']} "
-        f"failed: the ones in flight when the trainer stopped), {len(drops)} dropped by the "
-        f"trainer ({reasons}); pushed groups' policy versions {versions}",
-        f"ours: start-up (Redis, 3 services, trainer) {side.loop_start - start:.1f} s, first "
-        f"group pushed {first_push - side.loop_start:.2f} s after the first request; trainer "
-        f"step compute {compute:.2f} s/step on average, process wall incl. shutdown "
-        f"{time.time() - start:.1f} s"
+        f"{side.name}: {summary['pushed']} groups generated, scored and pushed "
+        f"({summary['failed']} failed: the ones in flight when the trainer stopped), "
+        f"{len(drops)} dropped by the trainer ({reasons}); pushed groups' policy versions "
+        f"{versions}",
+        f"{side.name}: trainer step compute {compute:.2f} s/step on average, process wall "
+        f"incl. shutdown {time.time() - start:.1f} s"
         + ("; its embedded Redis outlived the run (shut down here)" if leaked else ""),
+        f"{side.name}: " + startup_line(summary["startup"], start, side, first_push, steps),
+        f"{side.name}: peak RSS MiB by process {rss}"
+        + (f" (orchestrator = this bench process, {base_mib:.0f} MiB before the run)")
+        + ("" if reset else "; its peak could not be reset: it includes earlier runs"),
     ]
     return side
+
+
+def startup_line(
+    up: dict[str, Any], start: float, side: Side, first_push: float, steps: list[dict[str, Any]]
+) -> str:
+    """Where the start-up's seconds went, from the run's start (``start``): Redis, each
+    process's start and readiness, the GRPO phase, the first request, group and step."""
+    offset = side.loop_start - start - up["first_request_s"]  # the stack's start in the run
+    parts = [f"Redis {up['redis_s'] + offset:.2f}"]
+    for name, p in up["processes"].items():
+        ready = "-" if p["ready_s"] is None else f"{p['ready_s'] + offset:.2f}"
+        parts.append(f"{name} {p['started_s'] + offset:.2f}->{ready}")
+    parts += [
+        f"services ready {up['services_s'] + offset:.2f}",
+        f"GRPO phase {up['grpo_start_s'] + offset:.2f}",
+        f"first rollout request {side.loop_start - start:.2f}",
+        f"first group pushed {first_push - start:.2f}",
+        f"first step done {float(steps[0]['time']) - start:.2f}",
+    ]
+    return "start-up, s from the run's start (process started->ready): " + ", ".join(parts)
 
 
 def _dataset_rows(train: list[PromptItem], seed: int, count: int) -> list[PromptItem]:
@@ -205,6 +275,7 @@ def run_trl(cfg: PipelineConfig, prepared: Prepared, threads: int, out: Path) ->
     torch.set_num_threads(threads)
     rl = cfg.rl
     total_steps = rl.steps
+    reset, base_mib = fresh_peak()
     start = time.time()
     from datasets import Dataset  # type: ignore[import-untyped]
     from transformers import AutoTokenizer, PrinterCallback, TrainerCallback
@@ -285,12 +356,17 @@ def run_trl(cfg: PipelineConfig, prepared: Prepared, threads: int, out: Path) ->
     )
     trainer.remove_callback(PrinterCallback)  # its end-of-training metrics dict
     trainer.train()
+    peak = vm_hwm("self")
+    side.peak_rss_mib = None if peak is None else round(peak / MIB, 1)
     torch.set_num_threads(1)
     side.rewards, side.tokens = batch_rewards, batch_tokens
-    side.notes.append(
+    side.notes += [
         f"{side.name}: start-up (import trl, load model + reference, build trainer) "
-        f"{side.loop_start - start:.1f} s"
-    )
+        f"{side.loop_start - start:.1f} s",
+        f"{side.name}: peak RSS {side.peak_rss_mib} MiB (this bench process, "
+        f"{base_mib:.0f} MiB before the run)"
+        + ("" if reset else "; its peak could not be reset: it includes earlier runs"),
+    ]
     return side
 
 
@@ -359,6 +435,55 @@ def report(runs: list[Side], args: argparse.Namespace) -> None:
         print(caveat)
 
 
+def import_floor() -> float:
+    """Seconds a fresh interpreter takes to import the rollout engine (torch + transformers):
+    the floor of the rollout service's start-up, which no ordering removes."""
+    t0 = time.perf_counter()
+    code = "import services.rollout.transformers_engine"
+    subprocess.run([sys.executable, "-c", code], check=True, cwd=ROOT)
+    return time.perf_counter() - t0
+
+
+def report_startup_and_memory(runs: list[Side], floors: list[float]) -> None:
+    """Start-up medians (ours against the old order) and peak RSS medians (ours against TRL)."""
+    by_name: dict[str, list[Side]] = {}
+    for side in runs:
+        by_name.setdefault(side.name, []).append(side)
+    med = statistics.median
+    ours = med(s.loop_start - s.start for s in by_name[OURS])
+    phase = med(s.phase_to_request or 0.0 for s in by_name[OURS])
+    verdict = "met" if ours <= STARTUP_TARGET_S else "not met"
+    print(
+        f"start-up, the run's start (Redis, services) -> first rollout request, median: ours "
+        f"{ours:.2f} s (target <= {STARTUP_TARGET_S:.0f} s: {verdict}); the GRPO phase's start "
+        f"-> first rollout request: ours {phase:.2f} s"
+    )
+    if OLD_ORDER in by_name:
+        old = med(s.loop_start - s.start for s in by_name[OLD_ORDER])
+        old_phase = med(s.phase_to_request or 0.0 for s in by_name[OLD_ORDER])
+        print(
+            f"start-up in the old order (trainer ready before the first request): {old:.2f} s, "
+            f"GRPO phase -> first request {old_phase:.2f} s; old / ours {old / ours:.2f}x"
+        )
+    print(
+        f"a fresh interpreter importing the rollout engine (torch + transformers), median: "
+        f"{med(floors):.2f} s: the floor of the rollout service's start, and so of ours"
+    )
+    for name, sides in by_name.items():
+        peaks = [s.peak_rss_mib for s in sides if s.peak_rss_mib is not None]
+        if peaks:
+            print(f"peak RSS, {name}: median {med(peaks):.0f} MiB (all: {peaks})")
+    trl = [n for n in by_name if n not in (OURS, OLD_ORDER)]
+    ours_peaks = [s.peak_rss_mib for s in by_name[OURS] if s.peak_rss_mib is not None]
+    for name in trl:
+        theirs = [s.peak_rss_mib for s in by_name[name] if s.peak_rss_mib is not None]
+        if ours_peaks and theirs:
+            print(
+                f"peak RSS ratio ours (sum of per-process peaks) / {name}: "
+                f"{med(ours_peaks) / med(theirs):.2f}x"
+            )
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     p.add_argument("--steps", type=int, default=6, help="timed optimizer steps")
@@ -375,6 +500,11 @@ def main() -> int:
         "--trl-threads", type=int, nargs="+", default=[1], help="torch threads for TRL runs"
     )
     p.add_argument("--repeats", type=int, default=2, help="alternating runs of each side")
+    p.add_argument(
+        "--skip-old-order",
+        action="store_true",
+        help="no run in the old start-up order (trainer ready before the first request)",
+    )
     p.add_argument("--keep", type=Path, default=None, help="keep run dirs here (default: temp)")
     p.add_argument(
         "--reuse-setup", action="store_true", help="with --keep: reuse its items and SFT weights"
@@ -390,14 +520,19 @@ def main() -> int:
         prepared = prepare(pipeline_config(args, root / "prepare"), args.reuse_setup)
         print(f"setup (items, tiny model, SFT): {time.perf_counter() - t0:.1f} s")
         runs: list[Side] = []
+        floors: list[float] = []
         for _ in range(args.repeats):  # alternate, so load drift hits both sides alike
-            for name in ["ours", *(f"trl{t}" for t in args.trl_threads)]:
+            for name in ["ours", "old", *(f"trl{t}" for t in args.trl_threads)]:
                 shutil.rmtree(root / name, ignore_errors=True)
+            floors.append(import_floor())
             runs.append(run_ours(pipeline_config(args, root / "ours"), prepared))
+            if not args.skip_old_order:
+                runs.append(run_ours(pipeline_config(args, root / "old"), prepared, True))
             for threads in args.trl_threads:
                 cfg = pipeline_config(args, root / f"trl{threads}")
                 runs.append(run_trl(cfg, prepared, threads, root / f"trl{threads}"))
         report(runs, args)
+        report_startup_and_memory(runs, floors)
     return 0
 
 

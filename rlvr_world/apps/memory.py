@@ -31,17 +31,25 @@ SELF = "orchestrator"
 MIB = 1024 * 1024
 
 
-def vm_hwm(pid: int | str) -> int | None:
-    """Peak RSS in bytes of ``pid`` so far (``VmHWM``); None when it is gone or unreadable."""
+def _status_bytes(pid: int | str, key: str) -> int | None:
     try:
         text = (PROC / str(pid) / "status").read_text()
     except OSError:
         return None
     for line in text.splitlines():
-        if line.startswith("VmHWM:"):
-            kib = line.split()[1]  # "VmHWM:   123456 kB"
-            return int(kib) * 1024
-    return None  # a zombie or kernel thread has no VmHWM line
+        if line.startswith(key):
+            return int(line.split()[1]) * 1024  # "VmHWM:   123456 kB"
+    return None  # a zombie or kernel thread has no memory lines
+
+
+def vm_hwm(pid: int | str) -> int | None:
+    """Peak RSS in bytes of ``pid`` so far (``VmHWM``); None when it is gone or unreadable."""
+    return _status_bytes(pid, "VmHWM:")
+
+
+def vm_rss(pid: int | str) -> int | None:
+    """RSS in bytes of ``pid`` now (``VmRSS``); None when it is gone or unreadable."""
+    return _status_bytes(pid, "VmRSS:")
 
 
 def group_members(pgids: set[int]) -> Iterator[tuple[int, int]]:

@@ -228,9 +228,10 @@ class PipelineRun:
         addrs: Addresses,
         redis: RedisHandle,
         items: tuple[list[PromptItem], list[PromptItem]],
-        trainer: ProcessSpec,
+        trainer: ProcessSpec | None,
     ) -> RunStats:
-        """The trainer launched beside the feed (``run_grpo``), with the held-out curve."""
+        """The feed with the held-out curve; ``trainer``: launched beside the feed
+        (``run_grpo``), None when it runs already."""
         train, test = items
         rl = self.cfg.rl
         orch = orchestrator_config(
