@@ -278,6 +278,7 @@ async def _feed(  # noqa: PLR0913 (run_grpo's arguments)
             total=rl.total_groups,
         )
     finally:
+        producer.close()  # pushes still waiting in threads of cancelled prompts end now
         ledger.close()
         await clients.close()
 
