@@ -34,6 +34,18 @@ flight at the end, or dropped as stale). Three windows, each ending at the last 
 * *total*: every step, from before any start-up (ours: Redis, reward / decoder / rollout
   services, trainer process; TRL: ``import trl``, model + reference load, trainer construction).
 
+Start-up: ours runs a second time per repeat in the order before the trainer was launched beside
+the feed (*old*: the trainer started and ready before the first rollout request; nothing else
+differs), and the medians of the run's start -> first rollout request are printed with their
+ratio, against issue 20's target of 5 s, with where each second went (Redis, each process's start
+and readiness from the run's ``summary.json``, the first request, group and step) and the floor
+no ordering removes: a fresh interpreter importing the rollout engine (torch + transformers).
+
+Peak RSS (``rlvr_world.apps.memory``, Linux): ours is the sum of the per-process peaks of the
+whole job (this process as the orchestrator, Redis, the services with their children, the
+trainer), TRL the peak of this process; this process's peak is reset before each run, and its
+RSS at that moment (its imports, the prepared data: part of both sides' figures) is printed.
+
 Not equal, and said so in the output: ours spreads over several single-thread processes and so
 uses both cores, while TRL runs one torch thread (``--trl-threads 1 2`` adds a TRL run on two
 threads; on a 2-core machine shared with other work, two threads oversubscribe and TRL slows
@@ -47,7 +59,7 @@ sides still do the full forward/backward, so the cost per step is unchanged.
 
     python bench/pipeline.py [--steps 6] [--warmup 1] [--group-size 4] [--prompts-per-step 4]
                              [--max-tokens 96] [--max-staleness 2] [--trl-threads 1]
-                             [--repeats 2] [--keep DIR [--reuse-setup]]
+                             [--repeats 2] [--skip-old-order] [--keep DIR [--reuse-setup]]
 """
 
 from __future__ import annotations
@@ -99,6 +111,7 @@ class Side:
     tokens: list[int] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     peak_rss_mib: float | None = None  # the job's sum of per-process peaks (``apps.memory``)
+    base_rss_mib: float = 0.0  # this bench process's RSS when the run started
     phase_to_request: float | None = None  # ours: GRPO phase start -> first rollout request
 
 
@@ -223,7 +236,7 @@ def run_ours(cfg: PipelineConfig, prepared: Prepared, old_order: bool = False) -
         tokens=[int(e["tokens"]) for e in steps],
     )
     rss = summary.get("peak_rss_mib", {})
-    side.peak_rss_mib = rss.get("total")
+    side.peak_rss_mib, side.base_rss_mib = rss.get("total"), base_mib
     side.phase_to_request = (
         summary["startup"]["first_request_s"] - summary["startup"]["grpo_start_s"]
     )
@@ -358,6 +371,7 @@ def run_trl(cfg: PipelineConfig, prepared: Prepared, threads: int, out: Path) ->
     trainer.train()
     peak = vm_hwm("self")
     side.peak_rss_mib = None if peak is None else round(peak / MIB, 1)
+    side.base_rss_mib = base_mib
     torch.set_num_threads(1)
     side.rewards, side.tokens = batch_rewards, batch_tokens
     side.notes += [
@@ -475,12 +489,17 @@ def report_startup_and_memory(runs: list[Side], floors: list[float]) -> None:
             print(f"peak RSS, {name}: median {med(peaks):.0f} MiB (all: {peaks})")
     trl = [n for n in by_name if n not in (OURS, OLD_ORDER)]
     ours_peaks = [s.peak_rss_mib for s in by_name[OURS] if s.peak_rss_mib is not None]
+    ours_more = [s.peak_rss_mib - s.base_rss_mib for s in by_name[OURS] if s.peak_rss_mib]
     for name in trl:
         theirs = [s.peak_rss_mib for s in by_name[name] if s.peak_rss_mib is not None]
+        more = [s.peak_rss_mib - s.base_rss_mib for s in by_name[name] if s.peak_rss_mib]
         if ours_peaks and theirs:
             print(
                 f"peak RSS ratio ours (sum of per-process peaks) / {name}: "
-                f"{med(ours_peaks) / med(theirs):.2f}x"
+                f"{med(ours_peaks) / med(theirs):.2f}x; above this bench process's RSS at the "
+                f"run's start (its imports of torch and transformers, the prepared data: in "
+                f"both sides' figures): ours {med(ours_more):.0f} MiB, {name} {med(more):.0f} "
+                f"MiB (TRL's imports are in that base; ours' services and trainer pay their own)"
             )
 
 
