@@ -34,12 +34,14 @@ flight at the end, or dropped as stale). Three windows, each ending at the last 
 * *total*: every step, from before any start-up (ours: Redis, reward / decoder / rollout
   services, trainer process; TRL: ``import trl``, model + reference load, trainer construction).
 
-Start-up: ours runs a second time per repeat in the order before the trainer was launched beside
-the feed (*old*: the trainer started and ready before the first rollout request; nothing else
-differs), and the medians of the run's start -> first rollout request are printed with their
-ratio, against issue 20's target of 5 s, with where each second went (Redis, each process's start
-and readiness from the run's ``summary.json``, the first request, group and step) and the floor
-no ordering removes: a fresh interpreter importing the rollout engine (torch + transformers).
+Start-up: ours launches the trainer with the services and feeds once the services are ready,
+checking the trainer's readiness alongside; it runs a second time per repeat in the order
+before (*old*: the trainer started after the services and ready before the first rollout
+request; nothing else differs), and the medians of the run's start -> first rollout request
+are printed with their ratio, against issue 20's target of 5 s, with where each second went
+(Redis, each process's start and readiness from the run's ``summary.json``, the first request,
+group and step) and the floor no ordering removes: a fresh interpreter importing the rollout
+engine (torch + transformers).
 
 Peak RSS (``rlvr_world.apps.memory``, Linux): ours is the sum of the per-process peaks of the
 whole job (this process as the orchestrator, Redis, the services with their children, the
@@ -189,9 +191,13 @@ def stop_leftover_redis(run_dir: Path) -> bool:
 
 
 class _OldOrderRun(_PreparedRun):
-    """The same run in the start-up order before the trainer was launched beside the feed: the
-    trainer started and waited for (imports, model load) before the first rollout request. The
-    baseline of the start-up ratio; nothing else differs."""
+    """The same run in the start-up order before: the trainer started after the services and
+    waited for (imports, model load) before the first rollout request; ours launches it with the
+    services and feeds as soon as they are ready. The baseline of the start-up ratio; nothing
+    else differs."""
+
+    def _trainer_with_services(self) -> bool:
+        return False
 
     async def _grpo(
         self,

@@ -8,13 +8,15 @@ defaults to ``groups_per_step * (max_staleness + 1)``: the batch being trained p
 ``max_staleness`` steps of groups ahead of it, which with the rollout's staleness gate keeps
 generation from running further ahead than training can use. ``run_grpo`` feeds items through
 the running services into the stream until the supervised trainer process exits. Given the
-trainer's spec, it launches the trainer itself and starts feeding at once: nothing the trainer
-does is needed before the first group is pushed (the stream holds the groups; the first version
-the rollout serves is the start weights either way), so its imports and model load overlap the
-first rollouts instead of delaying them; its readiness is checked beside the feed, and a trainer
-that exits first or is not ready in time stops the run with ``ProcessFailed``.
+trainer's spec, it launches the trainer (unless the caller launched it already, e.g. beside the
+services) and starts feeding without waiting for it: nothing the trainer does is needed before
+the first group is pushed (the stream holds the groups; the rollout serves the start weights
+either way), so the trainer's imports and model load overlap the first rollouts instead of
+delaying them; its readiness is checked beside the feed, and a trainer that exits first or is
+not ready in time stops the run with ``ProcessFailed``. ``startup_breakdown`` says where the
+start-up's seconds went.
 
-Does not start services or the trainer (``apps.pipeline.stack`` does) and does not evaluate.
+Does not start the services (``apps.pipeline.stack`` does) and does not evaluate.
 """
 
 from __future__ import annotations
@@ -216,8 +218,9 @@ async def run_grpo(  # noqa: PLR0913 (settings, items, and the live supervisor, 
     """Feed ``items`` (reshuffled each epoch) through the services into the stream until the
     supervised ``trainer`` process exits; the ledger goes to ``run_dir/ledger.jsonl``.
 
-    ``trainer``: its spec, launched here beside the feed (module docstring), ready within
-    ``trainer_timeout_s``; without it the caller has started the trainer already."""
+    ``trainer``: its spec, launched here beside the feed unless the caller launched it already
+    (``Supervisor.launch``), and checked to be ready within ``trainer_timeout_s`` (module
+    docstring); without it the caller has started the trainer and waited for it."""
     if trainer is not None and trainer.name != TRAINER:
         raise ValueError(f"the trainer process must be named {TRAINER!r}, not {trainer.name!r}")
     feed = _feed(
@@ -233,7 +236,8 @@ async def run_grpo(  # noqa: PLR0913 (settings, items, and the live supervisor, 
     )
     if trainer is None:
         return await feed
-    sup.launch(trainer)
+    if TRAINER not in sup:  # not launched earlier (e.g. beside the services)
+        sup.launch(trainer)
     ready = asyncio.create_task(await_ready(sup, TRAINER, trainer_timeout_s))
     try:
         stats = await feed

@@ -6,12 +6,14 @@ take ``model.path``), SFT warm-up (in this process): that checkpoint is the *sta
 embedded Redis and the reward, decoder and rollout services (supervised processes on free loopback
 ports, started at once); greedy held-out evaluation of the start; the trainer process
 (``rlvr-world train`` with a generated config, starting from the start weights, checkpointing
-every step) launched as the orchestrator starts feeding, so its start-up overlaps the first
-rollouts (``apps.grpo.run_grpo``), fed until it exits, with a held-out curve point every
-``eval.curve_every`` steps; the
-final weights served and evaluated (*RLVR*). Then the *control*: SFT continued from the start for
-GRPO's budget (``control.budget``: as many examples as GRPO trained sequences, or as long as GRPO
-ran), served by a second rollout service and evaluated on the same items. The headline compares
+every step) fed by the orchestrator until it exits, with a held-out curve point every
+``eval.curve_every`` steps. The feed does not wait for the trainer (``apps.grpo.run_grpo``
+checks its readiness alongside): without the start evaluation the trainer is launched with the
+services, so the two imports of torch overlap; with it, as the feed begins (a trainer waiting
+through the evaluation could reach its idle timeout). Then the final weights served and
+evaluated (*RLVR*). Then the *control*: SFT continued from the start for GRPO's budget
+(``control.budget``: as many examples as GRPO trained sequences, or as long as GRPO ran), served
+by a second rollout service and evaluated on the same items. The headline compares
 the three with paired bootstrap intervals (``apps.pipeline.results``); the report plots the train
 reward, the diagnostics and the held-out curve. The task decides the data
 (``apps.pipeline.data.build_run_items``) and the metric (``apps.pipeline.results.METRICS``); a
@@ -67,6 +69,7 @@ from rlvr_world.apps.supervisor import ProcessSpec, Supervisor
 from rlvr_world.items import PromptItem, save_items
 from rlvr_world.queue.server import RedisHandle, start_embedded
 from rlvr_world.runlog import JsonlLog
+from rlvr_world.scaffold.client_auth import ensure_local_token
 from rlvr_world.stats import describe
 
 logger = logging.getLogger(__name__)
@@ -300,10 +303,14 @@ class PipelineRun:
         redis: RedisHandle,
         model: Path,
         items: tuple[list[PromptItem], list[PromptItem]],
+        *,
+        trainer: ProcessSpec | None = None,
     ) -> None:
+        """GRPO until the trainer exits; ``trainer``: launched already (beside the services)."""
         t1 = time.perf_counter()
         self.marks["grpo_start_s"] = time.time()
-        trainer = trainer_spec(self._write_trainer_yaml(model, redis.url))
+        if trainer is None:
+            trainer = trainer_spec(self._write_trainer_yaml(model, redis.url))
         stats = await self._grpo(sup, addrs, redis, items, trainer)
         code = sup.get("trainer").popen.wait()
         self.summary["grpo_s"] = time.perf_counter() - t1
@@ -363,6 +370,10 @@ class PipelineRun:
 
     # ------------------------------------------------------------------ the whole run
 
+    def _trainer_with_services(self) -> bool:
+        """Launch the trainer with the services: when nothing runs between them and the feed."""
+        return not self.cfg.eval.enabled
+
     async def run_async(self) -> dict[str, Any]:
         t0 = time.perf_counter()
         train, test, model = self.prepare()
@@ -376,6 +387,11 @@ class PipelineRun:
                 Supervisor(self.run_dir) as sup,
                 PeakRss(lambda: {**sup.pids(), **redis_pid}) as rss,
             ):
+                trainer = None
+                if self._trainer_with_services():
+                    trainer = trainer_spec(self._write_trainer_yaml(model, redis.url))
+                    ensure_local_token()  # as start_services does: the same token for everyone
+                    sup.launch(trainer)
                 addrs = start_services(
                     sup,
                     model=model,
@@ -388,7 +404,7 @@ class PipelineRun:
                 self.log.write("services", **asdict(addrs))
                 if ev.enabled:
                     await self._eval_named("start", addrs.rollout, addrs, test)
-                await self._rlvr_phase(sup, addrs, redis, model, (train, test))
+                await self._rlvr_phase(sup, addrs, redis, model, (train, test), trainer=trainer)
                 self.marks["first_request_s"] = first_request_time(self.run_dir / "ledger.jsonl")
                 self.summary["startup"] = startup_breakdown(sup, stack_t, **self.marks)
                 self.log.write("startup", **self.summary["startup"])
