@@ -85,13 +85,10 @@ import torch
 
 from rlvr_world.apps.grpo import requests_forever
 from rlvr_world.apps.memory import MIB, reset_own_peak, vm_hwm, vm_rss
-from rlvr_world.apps.orchestrator.worker import RunStats
 from rlvr_world.apps.pipeline.config import PipelineConfig, load_pipeline_config
 from rlvr_world.apps.pipeline.runner import PipelineRun
-from rlvr_world.apps.pipeline.stack import Addresses
-from rlvr_world.apps.supervisor import ProcessSpec, Supervisor
 from rlvr_world.items import PromptItem, load_items
-from rlvr_world.queue.server import URL_FILENAME, RedisHandle
+from rlvr_world.queue.server import URL_FILENAME
 from rlvr_world.runlog import read_jsonl
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -197,19 +194,7 @@ class _OldOrderRun(_PreparedRun):
     else differs."""
 
     def _trainer_with_services(self) -> bool:
-        return False
-
-    async def _grpo(
-        self,
-        sup: Supervisor,
-        addrs: Addresses,
-        redis: RedisHandle,
-        items: tuple[list[PromptItem], list[PromptItem]],
-        trainer: ProcessSpec | None,
-    ) -> RunStats:
-        if trainer is not None:
-            sup.start(trainer, timeout_s=self.cfg.run.service_start_timeout_s)
-        return await super()._grpo(sup, addrs, redis, items, None)
+        return False  # started after the services and waited for (``PipelineRun._rlvr_phase``)
 
 
 OURS, OLD_ORDER = "ours (rlvr-world run)", "ours, trainer first (old)"

@@ -7,10 +7,11 @@ embedded Redis and the reward, decoder and rollout services (supervised processe
 ports, started at once); greedy held-out evaluation of the start; the trainer process
 (``rlvr-world train`` with a generated config, starting from the start weights, checkpointing
 every step) fed by the orchestrator until it exits, with a held-out curve point every
-``eval.curve_every`` steps. The feed does not wait for the trainer (``apps.grpo.run_grpo``
-checks its readiness alongside): without the start evaluation the trainer is launched with the
-services, so the two imports of torch overlap; with it, as the feed begins (a trainer waiting
-through the evaluation could reach its idle timeout). Then the final weights served and
+``eval.curve_every`` steps. Without the start evaluation the trainer is launched with the
+services, so the imports of torch overlap, and the feed starts once the services are ready
+(``apps.grpo.run_grpo`` checks the trainer's readiness alongside); with it, the trainer is
+started after the evaluation (waiting through it, it could reach its idle timeout) and waited
+for before the feed. Then the final weights served and
 evaluated (*RLVR*). Then the *control*: SFT continued from the start for GRPO's budget
 (``control.budget``: as many examples as GRPO trained sequences, or as long as GRPO ran), served
 by a second rollout service and evaluated on the same items. The headline compares
@@ -306,11 +307,16 @@ class PipelineRun:
         *,
         trainer: ProcessSpec | None = None,
     ) -> None:
-        """GRPO until the trainer exits; ``trainer``: launched already (beside the services)."""
+        """GRPO until the trainer exits. ``trainer``: launched with the services (its readiness
+        is checked beside the feed); None: started here and waited for before the feed, so that
+        the feed does not run ahead of a trainer that is still starting (the groups it would
+        push meanwhile are all of the start's version, and those past ``max_staleness`` steps
+        are generated only to be dropped)."""
         t1 = time.perf_counter()
         self.marks["grpo_start_s"] = time.time()
         if trainer is None:
-            trainer = trainer_spec(self._write_trainer_yaml(model, redis.url))
+            spec = trainer_spec(self._write_trainer_yaml(model, redis.url))
+            sup.start(spec, timeout_s=self.cfg.run.service_start_timeout_s)
         stats = await self._grpo(sup, addrs, redis, items, trainer)
         code = sup.get("trainer").popen.wait()
         self.summary["grpo_s"] = time.perf_counter() - t1

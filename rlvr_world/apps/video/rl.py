@@ -2,9 +2,8 @@
 
 ``run_rl`` starts the embedded Redis and, under a ``Supervisor``, the reward service, the decoder
 (serving ``DecodeFrames`` with the frame tokenizer) and the rollout service (the MLE model) on
-loopback, then launches the trainer from a generated YAML (it starts from the MLE weights and
-checkpoints every step) and at once feeds the train items through the orchestrator until the
-trainer exits (its start-up overlaps the first rollouts: ``apps.grpo.run_grpo``). What it
+loopback, then the trainer from a generated YAML (it starts from the MLE weights and checkpoints
+every step), and feeds the train items through the orchestrator until the trainer exits. What it
 derives from the run configuration is computed by plain functions here: the items
 (``rl_items``), the trainer's YAML (``write_trainer_yaml``), the orchestrator's settings
 (``orchestrator_config``) and the rollout's token limit (``rollout_max_tokens``); the settings
@@ -218,6 +217,7 @@ async def run_rl(
             log.write("reward_warm", calls=calls)
             tpath = write_trainer_yaml(cfg, model, redis.url, run_dir, seed)
             t0 = time.perf_counter()
+            sup.start(trainer_spec(tpath), timeout_s=r.service_start_timeout_s)
             stats = await run_grpo(
                 cfg.rl,
                 orchestrator,
@@ -228,8 +228,6 @@ async def run_rl(
                 seed=seed,
                 run_dir=run_dir,
                 progress=r.progress,
-                trainer=trainer_spec(tpath),
-                trainer_timeout_s=r.service_start_timeout_s,
             )
             code = sup.get("trainer").popen.wait()
             seconds = time.perf_counter() - t0
