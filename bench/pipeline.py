@@ -86,7 +86,7 @@ import torch
 from rlvr_world.apps.grpo import requests_forever
 from rlvr_world.apps.memory import MIB, reset_own_peak, vm_hwm, vm_rss
 from rlvr_world.apps.pipeline.config import PipelineConfig, load_pipeline_config
-from rlvr_world.apps.pipeline.runner import PipelineRun
+from rlvr_world.apps.pipeline.runner import PipelineRun, TrainerStart
 from rlvr_world.items import PromptItem, load_items
 from rlvr_world.queue.server import URL_FILENAME
 from rlvr_world.runlog import read_jsonl
@@ -187,17 +187,25 @@ def stop_leftover_redis(run_dir: Path) -> bool:
     return True
 
 
-class _OldOrderRun(_PreparedRun):
-    """The same run in the start-up order before: the trainer started after the services and
-    waited for (imports, model load) before the first rollout request; ours launches it with the
-    services and feeds as soon as they are ready. The baseline of the start-up ratio; nothing
-    else differs."""
+class _OrderedRun(_PreparedRun):
+    """The same run with the trainer started another way (``PipelineRun._trainer_start``):
+    *before_feed*, the order before (the trainer started after the services and waited for
+    before the first rollout request: the baseline of the start-up ratio), or *beside_feed*
+    (started after the services, the feed not waiting for it). Nothing else differs."""
 
-    def _trainer_with_services(self) -> bool:
-        return False  # started after the services and waited for (``PipelineRun._rlvr_phase``)
+    def __init__(self, cfg: PipelineConfig, prepared: Prepared, start: TrainerStart) -> None:
+        super().__init__(cfg, prepared)
+        self._start = start
+
+    def _trainer_start(self) -> TrainerStart:
+        return self._start
 
 
-OURS, OLD_ORDER = "ours (rlvr-world run)", "ours, trainer first (old)"
+OURS = "ours (rlvr-world run)"
+ORDERS: dict[TrainerStart, str] = {
+    "before_feed": "ours, trainer first (old)",
+    "beside_feed": "ours, trainer beside feed",
+}
 
 
 def fresh_peak() -> tuple[bool, float]:
@@ -207,10 +215,10 @@ def fresh_peak() -> tuple[bool, float]:
     return done, (vm_rss("self") or 0) / MIB
 
 
-def run_ours(cfg: PipelineConfig, prepared: Prepared, old_order: bool = False) -> Side:
+def run_ours(cfg: PipelineConfig, prepared: Prepared, order: TrainerStart | None = None) -> Side:
     reset, base_mib = fresh_peak()
     start = time.time()
-    run = (_OldOrderRun if old_order else _PreparedRun)(cfg, prepared)
+    run = _PreparedRun(cfg, prepared) if order is None else _OrderedRun(cfg, prepared, order)
     summary = asyncio.run(run.run_async())
     run_dir = cfg.run.run_dir
     leaked = stop_leftover_redis(run_dir)
@@ -219,7 +227,7 @@ def run_ours(cfg: PipelineConfig, prepared: Prepared, old_order: bool = False) -
     ledger = read_jsonl(run_dir / "ledger.jsonl")
     first_push = min(e["time"] for e in ledger if e["event"] == "pushed")
     side = Side(
-        OLD_ORDER if old_order else OURS,
+        OURS if order is None else ORDERS[order],
         start,
         [float(e["time"]) for e in steps],
         loop_start=min(float(e["time"]) for e in ledger if e["event"] == "start"),
@@ -463,13 +471,16 @@ def report_startup_and_memory(runs: list[Side], floors: list[float]) -> None:
         f"{ours:.2f} s (target <= {STARTUP_TARGET_S:.0f} s: {verdict}); the GRPO phase's start "
         f"-> first rollout request: ours {phase:.2f} s"
     )
-    if OLD_ORDER in by_name:
-        old = med(s.loop_start - s.start for s in by_name[OLD_ORDER])
-        old_phase = med(s.phase_to_request or 0.0 for s in by_name[OLD_ORDER])
-        print(
-            f"start-up in the old order (trainer ready before the first request): {old:.2f} s, "
-            f"GRPO phase -> first request {old_phase:.2f} s; old / ours {old / ours:.2f}x"
-        )
+    ours_step = med(s.step_ends[0] - s.start for s in by_name[OURS])
+    print(f"first step done, median: ours {ours_step:.2f} s from the run's start")
+    for name in ORDERS.values():
+        if name in by_name:
+            other = med(s.loop_start - s.start for s in by_name[name])
+            first_step = med(s.step_ends[0] - s.start for s in by_name[name])
+            print(
+                f"start-up, {name}: first request {other:.2f} s, first step done "
+                f"{first_step:.2f} s; {name} / ours (first request) {other / ours:.2f}x"
+            )
     print(
         f"a fresh interpreter importing the rollout engine (torch + transformers), median: "
         f"{med(floors):.2f} s: the floor of the rollout service's start, and so of ours"
@@ -478,7 +489,7 @@ def report_startup_and_memory(runs: list[Side], floors: list[float]) -> None:
         peaks = [s.peak_rss_mib for s in sides if s.peak_rss_mib is not None]
         if peaks:
             print(f"peak RSS, {name}: median {med(peaks):.0f} MiB (all: {peaks})")
-    trl = [n for n in by_name if n not in (OURS, OLD_ORDER)]
+    trl = [n for n in by_name if n != OURS and n not in ORDERS.values()]
     ours_peaks = [s.peak_rss_mib for s in by_name[OURS] if s.peak_rss_mib is not None]
     ours_more = [s.peak_rss_mib - s.base_rss_mib for s in by_name[OURS] if s.peak_rss_mib]
     for name in trl:
@@ -511,6 +522,11 @@ def main() -> int:
     )
     p.add_argument("--repeats", type=int, default=2, help="alternating runs of each side")
     p.add_argument(
+        "--beside-feed",
+        action="store_true",
+        help="also a run with the trainer started after the services, beside the feed",
+    )
+    p.add_argument(
         "--skip-old-order",
         action="store_true",
         help="no run in the old start-up order (trainer ready before the first request)",
@@ -532,12 +548,15 @@ def main() -> int:
         runs: list[Side] = []
         floors: list[float] = []
         for _ in range(args.repeats):  # alternate, so load drift hits both sides alike
-            for name in ["ours", "old", *(f"trl{t}" for t in args.trl_threads)]:
+            for name in ["ours", "old", "beside", *(f"trl{t}" for t in args.trl_threads)]:
                 shutil.rmtree(root / name, ignore_errors=True)
             floors.append(import_floor())
             runs.append(run_ours(pipeline_config(args, root / "ours"), prepared))
             if not args.skip_old_order:
-                runs.append(run_ours(pipeline_config(args, root / "old"), prepared, True))
+                runs.append(run_ours(pipeline_config(args, root / "old"), prepared, "before_feed"))
+            if args.beside_feed:
+                cfg = pipeline_config(args, root / "beside")
+                runs.append(run_ours(cfg, prepared, "beside_feed"))
             for threads in args.trl_threads:
                 cfg = pipeline_config(args, root / f"trl{threads}")
                 runs.append(run_trl(cfg, prepared, threads, root / f"trl{threads}"))

@@ -13,8 +13,11 @@ services) and starts feeding without waiting for it: nothing the trainer does is
 the first group is pushed (the stream holds the groups; the rollout serves the start weights
 either way), so the trainer's imports and model load overlap the first rollouts instead of
 delaying them; its readiness is checked beside the feed, and a trainer that exits first or is
-not ready in time stops the run with ``ProcessFailed``. ``startup_breakdown`` says where the
-start-up's seconds went.
+not ready in time stops the run with ``ProcessFailed``. Until it is ready the stream holds one
+step's groups (``groups_per_step``), not the full bound: generation does not run further ahead
+of a trainer that has not started (groups of the start's version past ``max_staleness`` steps
+would only be dropped as stale) and leaves the CPU to its start-up. ``startup_breakdown`` says
+where the start-up's seconds went.
 
 Does not start the services (``apps.pipeline.stack`` does) and does not evaluate.
 """
@@ -223,6 +226,8 @@ async def run_grpo(  # noqa: PLR0913 (settings, items, and the live supervisor, 
     docstring); without it the caller has started the trainer and waited for it."""
     if trainer is not None and trainer.name != TRAINER:
         raise ValueError(f"the trainer process must be named {TRAINER!r}, not {trainer.name!r}")
+    registry = CollectorRegistry()
+    producer = Producer(redis.client, StreamNames(), rl.stream_bound, QueueMetrics(registry))
     feed = _feed(
         rl,
         orchestrator,
@@ -230,6 +235,8 @@ async def run_grpo(  # noqa: PLR0913 (settings, items, and the live supervisor, 
         sup=sup,
         addrs=addrs,
         redis=redis,
+        producer=producer,
+        registry=registry,
         seed=seed,
         run_dir=run_dir,
         progress=progress,
@@ -238,7 +245,13 @@ async def run_grpo(  # noqa: PLR0913 (settings, items, and the live supervisor, 
         return await feed
     if TRAINER not in sup:  # not launched earlier (e.g. beside the services)
         sup.launch(trainer)
+    producer.max_len = min(rl.groups_per_step, rl.stream_bound)  # until the trainer is ready
     ready = asyncio.create_task(await_ready(sup, TRAINER, trainer_timeout_s))
+
+    def full_bound(_: asyncio.Task[None]) -> None:
+        producer.max_len = rl.stream_bound
+
+    ready.add_done_callback(full_bound)
     try:
         stats = await feed
     except BaseException:
@@ -258,13 +271,13 @@ async def _feed(  # noqa: PLR0913 (run_grpo's arguments)
     sup: Supervisor,
     addrs: Addresses,
     redis: RedisHandle,
+    producer: Producer,
+    registry: CollectorRegistry,
     seed: int,
     run_dir: Path,
     progress: bool,
 ) -> RunStats:
     clients = ServiceClients(addrs.rollout, addrs.decoder, addrs.reward)
-    registry = CollectorRegistry()
-    producer = Producer(redis.client, StreamNames(), rl.stream_bound, QueueMetrics(registry))
     ledger = Ledger(run_dir / "ledger.jsonl")
     orch = Orchestrator(
         orchestrator,

@@ -118,6 +118,18 @@ class Producer:
         any thread. Appended entries stay in the stream."""
         self._closed.set()
 
+    @property
+    def max_len(self) -> int:
+        """The stream's length bound."""
+        return self._max_len
+
+    @max_len.setter
+    def max_len(self, value: int) -> None:
+        """Change the bound (from any thread); waiting pushes use it at their next attempt."""
+        if value < 1:
+            raise ValueError(f"max_len must be >= 1, got {value}")
+        self._max_len = value
+
     def push_fields(self, fields: Mapping[str, str], timeout_s: float = 30.0) -> str:
         """Append raw fields (used for ``ScoredGroup.to_fields``); wait while the stream is full."""
         args: list[str] = [str(self._max_len)]
@@ -128,6 +140,7 @@ class Producer:
         while True:
             if self._closed.is_set():
                 raise ProducerClosed(f"producer of stream {self._names.stream!r} is closed")
+            args[0] = str(self._max_len)
             entry_id = self._script(keys=[self._names.stream], args=args)
             if entry_id is not None:
                 break

@@ -7,11 +7,11 @@ embedded Redis and the reward, decoder and rollout services (supervised processe
 ports, started at once); greedy held-out evaluation of the start; the trainer process
 (``rlvr-world train`` with a generated config, starting from the start weights, checkpointing
 every step) fed by the orchestrator until it exits, with a held-out curve point every
-``eval.curve_every`` steps. Without the start evaluation the trainer is launched with the
-services, so the imports of torch overlap, and the feed starts once the services are ready
-(``apps.grpo.run_grpo`` checks the trainer's readiness alongside); with it, the trainer is
-started after the evaluation (waiting through it, it could reach its idle timeout) and waited
-for before the feed. Then the final weights served and
+``eval.curve_every`` steps. The feed does not wait for the trainer (``apps.grpo.run_grpo``
+checks its readiness alongside and holds one step's groups until it is ready): without the
+start evaluation the trainer is launched with the services; with it, as the feed begins (a
+trainer waiting through the evaluation could reach its idle timeout). Then the final weights
+served and
 evaluated (*RLVR*). Then the *control*: SFT continued from the start for GRPO's budget
 (``control.budget``: as many examples as GRPO trained sequences, or as long as GRPO ran), served
 by a second rollout service and evaluated on the same items. The headline compares
@@ -39,7 +39,7 @@ import random
 import time
 from dataclasses import asdict
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import yaml
 
@@ -74,6 +74,10 @@ from rlvr_world.scaffold.client_auth import ensure_local_token
 from rlvr_world.stats import describe
 
 logger = logging.getLogger(__name__)
+
+#: When the trainer process starts: launched with the services or beside the feed (the feed
+#: does not wait for it: ``apps.grpo.run_grpo``), or started and waited for before the feed.
+TrainerStart = Literal["with_services", "beside_feed", "before_feed"]
 
 
 class PipelineRun:
@@ -307,16 +311,15 @@ class PipelineRun:
         *,
         trainer: ProcessSpec | None = None,
     ) -> None:
-        """GRPO until the trainer exits. ``trainer``: launched with the services (its readiness
-        is checked beside the feed); None: started here and waited for before the feed, so that
-        the feed does not run ahead of a trainer that is still starting (the groups it would
-        push meanwhile are all of the start's version, and those past ``max_staleness`` steps
-        are generated only to be dropped)."""
+        """GRPO until the trainer exits. ``trainer``: launched with the services already; None:
+        started here, beside the feed or before it (``_trainer_start``)."""
         t1 = time.perf_counter()
         self.marks["grpo_start_s"] = time.time()
         if trainer is None:
-            spec = trainer_spec(self._write_trainer_yaml(model, redis.url))
-            sup.start(spec, timeout_s=self.cfg.run.service_start_timeout_s)
+            trainer = trainer_spec(self._write_trainer_yaml(model, redis.url))
+            if self._trainer_start() == "before_feed":
+                sup.start(trainer, timeout_s=self.cfg.run.service_start_timeout_s)
+                trainer = None  # running and ready: the feed need not check it
         stats = await self._grpo(sup, addrs, redis, items, trainer)
         code = sup.get("trainer").popen.wait()
         self.summary["grpo_s"] = time.perf_counter() - t1
@@ -376,9 +379,11 @@ class PipelineRun:
 
     # ------------------------------------------------------------------ the whole run
 
-    def _trainer_with_services(self) -> bool:
-        """Launch the trainer with the services: when nothing runs between them and the feed."""
-        return not self.cfg.eval.enabled
+    def _trainer_start(self) -> TrainerStart:
+        """When the trainer starts: with the services when nothing runs between them and the
+        feed, else (after the start evaluation, which a waiting trainer could idle out through)
+        beside the feed."""
+        return "beside_feed" if self.cfg.eval.enabled else "with_services"
 
     async def run_async(self) -> dict[str, Any]:
         t0 = time.perf_counter()
@@ -394,7 +399,7 @@ class PipelineRun:
                 PeakRss(lambda: {**sup.pids(), **redis_pid}) as rss,
             ):
                 trainer = None
-                if self._trainer_with_services():
+                if self._trainer_start() == "with_services":
                     trainer = trainer_spec(self._write_trainer_yaml(model, redis.url))
                     ensure_local_token()  # as start_services does: the same token for everyone
                     sup.launch(trainer)
