@@ -315,12 +315,12 @@ def first_request_time(ledger: Path) -> float | None:
 
 
 def startup_breakdown(sup: Supervisor, since: float, **marks: float | None) -> dict[str, Any]:
-    """Where the start-up went, in seconds after ``since`` (wall clock): each supervised
-    process's start and ready (``processes``), and the caller's named ``marks`` (e.g. Redis up,
-    the GRPO phase's start, its first rollout request); None for a mark that never happened."""
-    out: dict[str, Any] = {
-        key: None if at is None else round(at - since, 3) for key, at in marks.items()
-    }
+    """Where the start-up went, in seconds after ``since`` (wall clock, kept as ``since_unix``):
+    each supervised process's start and ready (``processes``), and the caller's named ``marks``
+    (e.g. Redis up, the GRPO phase's start, its first rollout request); None for a mark that
+    never happened."""
+    out: dict[str, Any] = {"since_unix": since}
+    out |= {key: None if at is None else round(at - since, 3) for key, at in marks.items()}
     out["processes"] = {
         name: {
             "started_s": round(m.started_at - since, 3),
