@@ -65,12 +65,14 @@ def test_web_smoke_run_trains_on_f1_and_reports_the_f1_headline(
     assert all(p["ready_s"] >= p["started_s"] >= 0 for p in procs.values())
     assert 0 <= up["redis_s"] <= up["services_s"] <= up["grpo_start_s"] <= up["first_request_s"]
     assert procs["trainer"]["started_s"] >= up["grpo_start_s"]
-    # the feed did not wait for the trainer, but held one step's groups until it was ready
-    trainer_ready = up["since_unix"] + procs["trainer"]["ready_s"] - 0.001  # ms-rounded
+    # the feed did not wait for the trainer, but held one step's groups until it was ready: before
+    # the trainer's start (logged before it reads anything) no more than those were pushed
+    trainer_log = read_jsonl(tmp_path / "trainer" / "train_log.jsonl")
+    trainer_start = next(e["time"] for e in trainer_log if e["event"] == "start")
     early = [
         e
         for e in read_jsonl(tmp_path / "ledger.jsonl")
-        if e["event"] == "pushed" and e["time"] < trainer_ready
+        if e["event"] == "pushed" and e["time"] < trainer_start
     ]
     assert len(early) <= cfg.rl.groups_per_step
     # peak RSS: every process of the job, and their sum
