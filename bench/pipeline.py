@@ -34,6 +34,20 @@ flight at the end, or dropped as stale). Three windows, each ending at the last 
 * *total*: every step, from before any start-up (ours: Redis, reward / decoder / rollout
   services, trainer process; TRL: ``import trl``, model + reference load, trainer construction).
 
+Start-up: ours launches the trainer with the services and feeds once the services are ready,
+checking the trainer's readiness alongside; it runs a second time per repeat in the order
+before (*old*: the trainer started after the services and ready before the first rollout
+request; nothing else differs), and the medians of the run's start -> first rollout request
+are printed with their ratio, against issue 20's target of 5 s, with where each second went
+(Redis, each process's start and readiness from the run's ``summary.json``, the first request,
+group and step) and the floor no ordering removes: a fresh interpreter importing the rollout
+engine (torch + transformers).
+
+Peak RSS (``rlvr_world.apps.memory``, Linux): ours is the sum of the per-process peaks of the
+whole job (this process as the orchestrator, Redis, the services with their children, the
+trainer), TRL the peak of this process; this process's peak is reset before each run, and its
+RSS at that moment (its imports, the prepared data: part of both sides' figures) is printed.
+
 Not equal, and said so in the output: ours spreads over several single-thread processes and so
 uses both cores, while TRL runs one torch thread (``--trl-threads 1 2`` adds a TRL run on two
 threads; on a 2-core machine shared with other work, two threads oversubscribe and TRL slows
@@ -47,17 +61,20 @@ sides still do the full forward/backward, so the cost per step is unchanged.
 
     python bench/pipeline.py [--steps 6] [--warmup 1] [--group-size 4] [--prompts-per-step 4]
                              [--max-tokens 96] [--max-staleness 2] [--trl-threads 1]
-                             [--repeats 2] [--keep DIR [--reuse-setup]]
+                             [--repeats 2] [--skip-old-order] [--keep DIR [--reuse-setup]]
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import gc
 import itertools
 import logging
 import shutil
 import statistics
+import subprocess
+import sys
 import tempfile
 import time
 from dataclasses import dataclass, field
@@ -67,13 +84,17 @@ from typing import Any
 import torch
 
 from rlvr_world.apps.grpo import requests_forever
+from rlvr_world.apps.memory import MIB, reset_own_peak, vm_hwm, vm_rss
 from rlvr_world.apps.pipeline.config import PipelineConfig, load_pipeline_config
-from rlvr_world.apps.pipeline.runner import PipelineRun
+from rlvr_world.apps.pipeline.runner import PipelineRun, TrainerStart
 from rlvr_world.items import PromptItem, load_items
 from rlvr_world.queue.server import URL_FILENAME
 from rlvr_world.runlog import read_jsonl
 
-BASE_CONFIG = Path(__file__).resolve().parent.parent / "configs" / "pipeline" / "bench.yaml"
+ROOT = Path(__file__).resolve().parent.parent
+BASE_CONFIG = ROOT / "configs" / "pipeline" / "bench.yaml"
+#: Issue 20's start-up target: the run's start to the first rollout request.
+STARTUP_TARGET_S = 5.0
 VARIANT, REWARD_TYPE = "strict", "binary"
 
 
@@ -88,6 +109,9 @@ class Side:
     rewards: list[float] = field(default_factory=list)
     tokens: list[int] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    peak_rss_mib: float | None = None  # the job's sum of per-process peaks (``apps.memory``)
+    base_rss_mib: float = 0.0  # this bench process's RSS when the run started
+    phase_to_request: float | None = None  # ours: GRPO phase start -> first rollout request
 
 
 @dataclass(frozen=True)
@@ -163,9 +187,39 @@ def stop_leftover_redis(run_dir: Path) -> bool:
     return True
 
 
-def run_ours(cfg: PipelineConfig, prepared: Prepared) -> Side:
+class _OrderedRun(_PreparedRun):
+    """The same run with the trainer started another way (``PipelineRun._trainer_start``):
+    *before_feed*, the order before (the trainer started after the services and waited for
+    before the first rollout request: the baseline of the start-up ratio), or *beside_feed*
+    (started after the services, the feed not waiting for it). Nothing else differs."""
+
+    def __init__(self, cfg: PipelineConfig, prepared: Prepared, start: TrainerStart) -> None:
+        super().__init__(cfg, prepared)
+        self._start = start
+
+    def _trainer_start(self) -> TrainerStart:
+        return self._start
+
+
+OURS = "ours (rlvr-world run)"
+ORDERS: dict[TrainerStart, str] = {
+    "before_feed": "ours, trainer first (old)",
+    "beside_feed": "ours, trainer beside feed",
+}
+
+
+def fresh_peak() -> tuple[bool, float]:
+    """Collect garbage and reset this process's peak RSS; (reset done, RSS now in MiB)."""
+    gc.collect()
+    done = reset_own_peak()
+    return done, (vm_rss("self") or 0) / MIB
+
+
+def run_ours(cfg: PipelineConfig, prepared: Prepared, order: TrainerStart | None = None) -> Side:
+    reset, base_mib = fresh_peak()
     start = time.time()
-    summary = asyncio.run(_PreparedRun(cfg, prepared).run_async())
+    run = _PreparedRun(cfg, prepared) if order is None else _OrderedRun(cfg, prepared, order)
+    summary = asyncio.run(run.run_async())
     run_dir = cfg.run.run_dir
     leaked = stop_leftover_redis(run_dir)
     steps = [e for e in read_jsonl(run_dir / "trainer" / "train_log.jsonl") if e["event"] == "step"]
@@ -173,27 +227,55 @@ def run_ours(cfg: PipelineConfig, prepared: Prepared) -> Side:
     ledger = read_jsonl(run_dir / "ledger.jsonl")
     first_push = min(e["time"] for e in ledger if e["event"] == "pushed")
     side = Side(
-        "ours (rlvr-world run)",
+        OURS if order is None else ORDERS[order],
         start,
         [float(e["time"]) for e in steps],
         loop_start=min(float(e["time"]) for e in ledger if e["event"] == "start"),
         rewards=[float(e["reward_mean"]) for e in steps],
         tokens=[int(e["tokens"]) for e in steps],
     )
+    rss = summary.get("peak_rss_mib", {})
+    side.peak_rss_mib, side.base_rss_mib = rss.get("total"), base_mib
+    side.phase_to_request = (
+        summary["startup"]["first_request_s"] - summary["startup"]["grpo_start_s"]
+    )
     compute = statistics.fmean(float(e["seconds"]) for e in steps)
     reasons = ", ".join(sorted({d["reason"] for d in drops})) or "-"
     versions = [e["policy_version"] for e in ledger if e["event"] == "pushed"]
     side.notes += [
-        f"ours: {summary['pushed']} groups generated, scored and pushed ({summary['failed']} "
-        f"failed: the ones in flight when the trainer stopped), {len(drops)} dropped by the "
-        f"trainer ({reasons}); pushed groups' policy versions {versions}",
-        f"ours: start-up (Redis, 3 services, trainer) {side.loop_start - start:.1f} s, first "
-        f"group pushed {first_push - side.loop_start:.2f} s after the first request; trainer "
-        f"step compute {compute:.2f} s/step on average, process wall incl. shutdown "
-        f"{time.time() - start:.1f} s"
+        f"{side.name}: {summary['pushed']} groups generated, scored and pushed "
+        f"({summary['failed']} failed: the ones in flight when the trainer stopped), "
+        f"{len(drops)} dropped by the trainer ({reasons}); pushed groups' policy versions "
+        f"{versions}",
+        f"{side.name}: trainer step compute {compute:.2f} s/step on average, process wall "
+        f"incl. shutdown {time.time() - start:.1f} s"
         + ("; its embedded Redis outlived the run (shut down here)" if leaked else ""),
+        f"{side.name}: " + startup_line(summary["startup"], start, side, first_push, steps),
+        f"{side.name}: peak RSS MiB by process {rss}"
+        + (f" (orchestrator = this bench process, {base_mib:.0f} MiB before the run)")
+        + ("" if reset else "; its peak could not be reset: it includes earlier runs"),
     ]
     return side
+
+
+def startup_line(
+    up: dict[str, Any], start: float, side: Side, first_push: float, steps: list[dict[str, Any]]
+) -> str:
+    """Where the start-up's seconds went, from the run's start (``start``): Redis, each
+    process's start and readiness, the GRPO phase, the first request, group and step."""
+    offset = side.loop_start - start - up["first_request_s"]  # the stack's start in the run
+    parts = [f"Redis {up['redis_s'] + offset:.2f}"]
+    for name, p in up["processes"].items():
+        ready = "-" if p["ready_s"] is None else f"{p['ready_s'] + offset:.2f}"
+        parts.append(f"{name} {p['started_s'] + offset:.2f}->{ready}")
+    parts += [
+        f"services ready {up['services_s'] + offset:.2f}",
+        f"GRPO phase {up['grpo_start_s'] + offset:.2f}",
+        f"first rollout request {side.loop_start - start:.2f}",
+        f"first group pushed {first_push - start:.2f}",
+        f"first step done {float(steps[0]['time']) - start:.2f}",
+    ]
+    return "start-up, s from the run's start (process started->ready): " + ", ".join(parts)
 
 
 def _dataset_rows(train: list[PromptItem], seed: int, count: int) -> list[PromptItem]:
@@ -205,6 +287,7 @@ def run_trl(cfg: PipelineConfig, prepared: Prepared, threads: int, out: Path) ->
     torch.set_num_threads(threads)
     rl = cfg.rl
     total_steps = rl.steps
+    reset, base_mib = fresh_peak()
     start = time.time()
     from datasets import Dataset  # type: ignore[import-untyped]
     from transformers import AutoTokenizer, PrinterCallback, TrainerCallback
@@ -285,12 +368,18 @@ def run_trl(cfg: PipelineConfig, prepared: Prepared, threads: int, out: Path) ->
     )
     trainer.remove_callback(PrinterCallback)  # its end-of-training metrics dict
     trainer.train()
+    peak = vm_hwm("self")
+    side.peak_rss_mib = None if peak is None else round(peak / MIB, 1)
+    side.base_rss_mib = base_mib
     torch.set_num_threads(1)
     side.rewards, side.tokens = batch_rewards, batch_tokens
-    side.notes.append(
+    side.notes += [
         f"{side.name}: start-up (import trl, load model + reference, build trainer) "
-        f"{side.loop_start - start:.1f} s"
-    )
+        f"{side.loop_start - start:.1f} s",
+        f"{side.name}: peak RSS {side.peak_rss_mib} MiB (this bench process, "
+        f"{base_mib:.0f} MiB before the run)"
+        + ("" if reset else "; its peak could not be reset: it includes earlier runs"),
+    ]
     return side
 
 
@@ -359,6 +448,63 @@ def report(runs: list[Side], args: argparse.Namespace) -> None:
         print(caveat)
 
 
+def import_floor() -> float:
+    """Seconds a fresh interpreter takes to import the rollout engine (torch + transformers):
+    the floor of the rollout service's start-up, which no ordering removes."""
+    t0 = time.perf_counter()
+    code = "import services.rollout.transformers_engine"
+    subprocess.run([sys.executable, "-c", code], check=True, cwd=ROOT)
+    return time.perf_counter() - t0
+
+
+def report_startup_and_memory(runs: list[Side], floors: list[float]) -> None:
+    """Start-up medians (ours against the old order) and peak RSS medians (ours against TRL)."""
+    by_name: dict[str, list[Side]] = {}
+    for side in runs:
+        by_name.setdefault(side.name, []).append(side)
+    med = statistics.median
+    ours = med(s.loop_start - s.start for s in by_name[OURS])
+    phase = med(s.phase_to_request or 0.0 for s in by_name[OURS])
+    verdict = "met" if ours <= STARTUP_TARGET_S else "not met"
+    print(
+        f"start-up, the run's start (Redis, services) -> first rollout request, median: ours "
+        f"{ours:.2f} s (target <= {STARTUP_TARGET_S:.0f} s: {verdict}); the GRPO phase's start "
+        f"-> first rollout request: ours {phase:.2f} s"
+    )
+    ours_step = med(s.step_ends[0] - s.start for s in by_name[OURS])
+    print(f"first step done, median: ours {ours_step:.2f} s from the run's start")
+    for name in ORDERS.values():
+        if name in by_name:
+            other = med(s.loop_start - s.start for s in by_name[name])
+            first_step = med(s.step_ends[0] - s.start for s in by_name[name])
+            print(
+                f"start-up, {name}: first request {other:.2f} s, first step done "
+                f"{first_step:.2f} s; {name} / ours (first request) {other / ours:.2f}x"
+            )
+    print(
+        f"a fresh interpreter importing the rollout engine (torch + transformers), median: "
+        f"{med(floors):.2f} s: the floor of the rollout service's start, and so of ours"
+    )
+    for name, sides in by_name.items():
+        peaks = [s.peak_rss_mib for s in sides if s.peak_rss_mib is not None]
+        if peaks:
+            print(f"peak RSS, {name}: median {med(peaks):.0f} MiB (all: {peaks})")
+    trl = [n for n in by_name if n != OURS and n not in ORDERS.values()]
+    ours_peaks = [s.peak_rss_mib for s in by_name[OURS] if s.peak_rss_mib is not None]
+    ours_more = [s.peak_rss_mib - s.base_rss_mib for s in by_name[OURS] if s.peak_rss_mib]
+    for name in trl:
+        theirs = [s.peak_rss_mib for s in by_name[name] if s.peak_rss_mib is not None]
+        more = [s.peak_rss_mib - s.base_rss_mib for s in by_name[name] if s.peak_rss_mib]
+        if ours_peaks and theirs:
+            print(
+                f"peak RSS ratio ours (sum of per-process peaks) / {name}: "
+                f"{med(ours_peaks) / med(theirs):.2f}x; above this bench process's RSS at the "
+                f"run's start (its imports of torch and transformers, the prepared data: in "
+                f"both sides' figures): ours {med(ours_more):.0f} MiB, {name} {med(more):.0f} "
+                f"MiB (TRL's imports are in that base; ours' services and trainer pay their own)"
+            )
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     p.add_argument("--steps", type=int, default=6, help="timed optimizer steps")
@@ -375,6 +521,16 @@ def main() -> int:
         "--trl-threads", type=int, nargs="+", default=[1], help="torch threads for TRL runs"
     )
     p.add_argument("--repeats", type=int, default=2, help="alternating runs of each side")
+    p.add_argument(
+        "--beside-feed",
+        action="store_true",
+        help="also a run with the trainer started after the services, beside the feed",
+    )
+    p.add_argument(
+        "--skip-old-order",
+        action="store_true",
+        help="no run in the old start-up order (trainer ready before the first request)",
+    )
     p.add_argument("--keep", type=Path, default=None, help="keep run dirs here (default: temp)")
     p.add_argument(
         "--reuse-setup", action="store_true", help="with --keep: reuse its items and SFT weights"
@@ -390,14 +546,22 @@ def main() -> int:
         prepared = prepare(pipeline_config(args, root / "prepare"), args.reuse_setup)
         print(f"setup (items, tiny model, SFT): {time.perf_counter() - t0:.1f} s")
         runs: list[Side] = []
+        floors: list[float] = []
         for _ in range(args.repeats):  # alternate, so load drift hits both sides alike
-            for name in ["ours", *(f"trl{t}" for t in args.trl_threads)]:
+            for name in ["ours", "old", "beside", *(f"trl{t}" for t in args.trl_threads)]:
                 shutil.rmtree(root / name, ignore_errors=True)
+            floors.append(import_floor())
             runs.append(run_ours(pipeline_config(args, root / "ours"), prepared))
+            if not args.skip_old_order:
+                runs.append(run_ours(pipeline_config(args, root / "old"), prepared, "before_feed"))
+            if args.beside_feed:
+                cfg = pipeline_config(args, root / "beside")
+                runs.append(run_ours(cfg, prepared, "beside_feed"))
             for threads in args.trl_threads:
                 cfg = pipeline_config(args, root / f"trl{threads}")
                 runs.append(run_trl(cfg, prepared, threads, root / f"trl{threads}"))
         report(runs, args)
+        report_startup_and_memory(runs, floors)
     return 0
 
 

@@ -7,14 +7,22 @@ TRL's own ``_get_per_token_logps_and_entropies`` on its reference model, then ba
 tokenizer and model directory (no download); ``current_gradient_accumulation_steps`` is set to 1,
 as TRL's training loop would. Both run in this process, one torch thread, best of N repeats.
 
-    python bench/trainer_step.py [--repeats 5] [--hidden 128] [--layers 4]
+Also ours *before* (the same ``train_step`` with the policy and reference forwards as they were:
+the padding mask given to the model and every logit scaled before the gather), in the same run.
+``--ragged`` gives each response its own length (half to all of ``--response-len``; TRL gets the
+same tokens through its completion mask), so rows are padded as GRPO groups are; the pipeline's
+shapes are ``--prompt-len 392 --response-len 96 --ragged`` (the bench pipeline's kitchen prompts).
+
+    python bench/trainer_step.py [--repeats 5] [--hidden 128] [--layers 4] [--ragged]
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -34,6 +42,36 @@ def _tokenizer(vocab: int, path: Path) -> Any:
     return hf
 
 
+def _completion_mask(b: int, r: int, ragged: bool, g: torch.Generator) -> torch.Tensor:
+    mask = torch.ones(b, r, dtype=torch.long)
+    if ragged:
+        for row, n in enumerate(torch.randint(r // 2, r + 1, (b,), generator=g).tolist()):
+            mask[row, n:] = 0
+    return mask
+
+
+def _before(model: torch.nn.Module, batch: Any, temperature: float) -> torch.Tensor:
+    """``trainer.model.response_logits`` before: the padding mask, all L x V logits scaled."""
+    out = model(input_ids=batch.input_ids, attention_mask=batch.attention_mask)
+    logits = out.logits[:, :-1, :].float() / temperature
+    index = batch.gather_index.unsqueeze(-1).expand(-1, -1, logits.shape[-1])
+    return torch.gather(logits, 1, index)
+
+
+@contextlib.contextmanager
+def _forward_as_before(before: bool) -> Iterator[Any]:
+    """The response-logits function ``train_step`` uses: the current one, or ``_before``."""
+    from unittest import mock
+
+    from trainer.model import response_logits
+
+    if not before:
+        yield response_logits
+        return
+    with mock.patch("trainer.step.response_logits", _before):
+        yield _before
+
+
 def _batch(args: argparse.Namespace, vocab: int) -> dict[str, torch.Tensor]:
     g = torch.Generator().manual_seed(0)
     b, p, r = args.groups * args.group_size, args.prompt_len, args.response_len
@@ -44,42 +82,46 @@ def _batch(args: argparse.Namespace, vocab: int) -> dict[str, torch.Tensor]:
         "prompt_ids": prompt,
         "prompt_mask": torch.ones(b, p, dtype=torch.long),
         "completion_ids": torch.randint(3, vocab, (b, r), generator=g),
-        "completion_mask": torch.ones(b, r, dtype=torch.long),
+        "completion_mask": _completion_mask(b, r, args.ragged, g),
         "advantages": torch.randn(b, generator=g),
         "old_per_token_logps": -torch.rand(b, r, generator=g) * 5,
     }
 
 
-def _ours(cfg: Any, model_dir: Path, batch: dict[str, torch.Tensor], repeats: int) -> float:
+def _ours(
+    cfg: Any, model_dir: Path, batch: dict[str, torch.Tensor], repeats: int, before: bool = False
+) -> float:
     from rlvr_world.grpo.groups import TrainSample
-    from trainer.model import frozen_copy, load_base, response_logits
+    from trainer.model import frozen_copy, load_base
     from trainer.step import train_step
 
     policy = load_base(cfg.model, weights=model_dir)
     ref = frozen_copy(policy)
     opt = torch.optim.AdamW(policy.parameters(), lr=1e-6, betas=(0.9, 0.999), weight_decay=0.01)
+    lengths = batch["completion_mask"].sum(1).tolist()
     samples = [
         TrainSample(
             group_id=str(i // 4),
             prompt_token_ids=tuple(batch["prompt_ids"][i].tolist()),
-            token_ids=tuple(batch["completion_ids"][i].tolist()),
-            behaviour_logprobs=tuple(batch["old_per_token_logps"][i].tolist()),
+            token_ids=tuple(batch["completion_ids"][i][: lengths[i]].tolist()),
+            behaviour_logprobs=tuple(batch["old_per_token_logps"][i][: lengths[i]].tolist()),
             reward=0.0,
             advantage=float(batch["advantages"][i]),
         )
         for i in range(batch["prompt_ids"].shape[0])
     ]
     best = float("inf")
-    for _ in range(repeats):
-        stats = train_step(
-            cfg,
-            policy,
-            lambda b: response_logits(ref, b, 1.0),
-            opt,
-            samples,
-            device=torch.device("cpu"),
-        )
-        best = min(best, stats.seconds)
+    with _forward_as_before(before) as forward:
+        for _ in range(repeats):
+            stats = train_step(
+                cfg,
+                policy,
+                lambda b: forward(ref, b, 1.0),
+                opt,
+                samples,
+                device=torch.device("cpu"),
+            )
+            best = min(best, stats.seconds)
     return best
 
 
@@ -145,6 +187,7 @@ def main() -> int:
     p.add_argument("--group-size", type=int, default=4)
     p.add_argument("--prompt-len", type=int, default=32)
     p.add_argument("--response-len", type=int, default=64)
+    p.add_argument("--ragged", action="store_true", help="responses of different lengths")
     args = p.parse_args()
     torch.set_num_threads(1)
     from trainer.config import TrainerConfig
@@ -171,13 +214,17 @@ def main() -> int:
         assert cfg.model.tiny is not None
         build_tiny(cfg.model.tiny).save_pretrained(model_dir)
         tokenizer = _tokenizer(args.vocab, model_dir)
+        before = _ours(cfg, model_dir, batch, args.repeats, before=True)
         ours = _ours(cfg, model_dir, batch, args.repeats)
         trl = _trl(model_dir, tokenizer, batch, args)
     print(
-        f"batch: {batch['prompt_ids'].shape[0]} samples x {args.response_len} response tokens, "
+        f"batch: {batch['prompt_ids'].shape[0]} samples x {args.response_len} response tokens "
+        f"({'ragged, ' if args.ragged else ''}{tokens} in all), "
         f"Llama hidden {args.hidden} x {args.layers} layers, vocab {args.vocab}, 1 thread"
     )
+    print(f"ours before (padding mask): {tokens / before:8.0f} tokens/s ({before * 1e3:.1f} ms)")
     print(f"ours (train_step):          {tokens / ours:8.0f} tokens/s ({ours * 1e3:.1f} ms)")
+    print(f"ratio ours / ours before: {before / ours:.2f}x")
     print(f"TRL 1.16 _compute_loss:    {tokens / trl:8.0f} tokens/s ({trl * 1e3:.1f} ms)")
     print(f"ratio ours / TRL: {trl / ours:.2f}x")
     return 0

@@ -119,11 +119,17 @@ def pack(samples: Sequence[TrainSample], device: torch.device) -> PackedBatch:
 
 
 def response_logits(model: torch.nn.Module, batch: PackedBatch, temperature: float) -> torch.Tensor:
-    """Logits (B, R, V) that predict each response token, divided by the temperature."""
-    out = model(input_ids=batch.input_ids, attention_mask=batch.attention_mask)
-    logits = out.logits[:, :-1, :].float() / temperature
+    """Logits (B, R, V) that predict each response token, divided by the temperature.
+
+    The model gets no attention mask: rows are right-padded (``pack``), so under causal attention
+    no real token attends to a pad, and the logits at real positions are those of a padding-mask
+    forward (default position ids are the same too); the model's own causal mask takes a faster
+    attention path than an explicit one. Pad positions are never trained (``response_mask``).
+    Only the gathered positions are cast and divided by the temperature, not all L x V logits
+    (elementwise, so the values are the same)."""
+    logits = model(input_ids=batch.input_ids).logits[:, :-1, :]
     index = batch.gather_index.unsqueeze(-1).expand(-1, -1, logits.shape[-1])
-    return torch.gather(logits, 1, index)
+    return torch.gather(logits, 1, index).float() / temperature
 
 
 def token_logprobs(logits: torch.Tensor, token_ids: torch.Tensor) -> torch.Tensor:

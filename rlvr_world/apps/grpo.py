@@ -7,16 +7,29 @@ bound (how many scored groups the stream holds, waiting or read but not yet ackn
 defaults to ``groups_per_step * (max_staleness + 1)``: the batch being trained plus
 ``max_staleness`` steps of groups ahead of it, which with the rollout's staleness gate keeps
 generation from running further ahead than training can use. ``run_grpo`` feeds items through
-the running services into the stream until the supervised trainer process exits.
+the running services into the stream until the supervised trainer process exits. Given the
+trainer's spec, it launches the trainer (unless the caller launched it already, e.g. beside the
+services) and starts feeding without waiting for it: nothing the trainer does is needed before
+the first group is pushed (the stream holds the groups; the rollout serves the start weights
+either way), so the trainer's imports and model load overlap the first rollouts instead of
+delaying them; its readiness is checked beside the feed, and a trainer that exits first or is
+not ready in time stops the run with ``ProcessFailed``. Until it is ready the stream holds one
+step's groups (``groups_per_step``), not the full bound: generation does not run further ahead
+of a trainer that has not started (groups of the start's version past ``max_staleness`` steps
+would only be dropped as stale) and leaves the CPU to its start-up. ``startup_breakdown`` says
+where the start-up's seconds went.
 
-Does not start services or the trainer (``apps.pipeline.stack`` does) and does not evaluate.
+Does not start the services (``apps.pipeline.stack`` does) and does not evaluate.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import itertools
 import json
 import random
+import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -29,13 +42,15 @@ from rlvr_world.apps.orchestrator.ledger import Ledger
 from rlvr_world.apps.orchestrator.metrics import OrchestratorMetrics
 from rlvr_world.apps.orchestrator.worker import Orchestrator, OrchestratorConfig, RunStats
 from rlvr_world.apps.pipeline.stack import Addresses
-from rlvr_world.apps.supervisor import Supervisor
+from rlvr_world.apps.supervisor import POLL_S, ProcessFailed, ProcessSpec, Supervisor
 from rlvr_world.items import PromptItem
 from rlvr_world.queue.server import RedisHandle
 from rlvr_world.queue.stream import Producer, QueueMetrics, StreamNames
 
 #: Where the trainer publishes its latest ``(version, path)`` (``trainer.config.QueueConfig``).
 WEIGHTS_KEY = "rlvr:weights:latest"
+#: The supervised trainer process's name (the feed runs until it exits).
+TRAINER = "trainer"
 
 
 class RlSection(BaseModel):
@@ -175,6 +190,20 @@ def latest_version(handle: RedisHandle) -> int:
     return int(json.loads(raw)["version"]) if raw else 0
 
 
+async def await_ready(sup: Supervisor, name: str, timeout_s: float) -> None:
+    """Poll the launched process ``name`` until it is ready; if it exits first or is not ready
+    within ``timeout_s``, stop it and raise ``ProcessFailed`` (with the tail of its log)."""
+    deadline = time.monotonic() + timeout_s
+    try:
+        while not sup.probe(name):
+            if time.monotonic() > deadline:
+                raise sup.not_ready(name, timeout_s)
+            await asyncio.sleep(POLL_S)
+    except ProcessFailed:
+        await asyncio.to_thread(sup.stop, name, 5.0)
+        raise
+
+
 async def run_grpo(  # noqa: PLR0913 (settings, items, and the live supervisor, services, Redis)
     rl: RlSection,
     orchestrator: OrchestratorConfig,
@@ -186,12 +215,69 @@ async def run_grpo(  # noqa: PLR0913 (settings, items, and the live supervisor, 
     seed: int,
     run_dir: Path,
     progress: bool,
+    trainer: ProcessSpec | None = None,
+    trainer_timeout_s: float = 180.0,
 ) -> RunStats:
     """Feed ``items`` (reshuffled each epoch) through the services into the stream until the
-    supervised ``trainer`` process exits; the ledger goes to ``run_dir/ledger.jsonl``."""
-    clients = ServiceClients(addrs.rollout, addrs.decoder, addrs.reward)
+    supervised ``trainer`` process exits; the ledger goes to ``run_dir/ledger.jsonl``.
+
+    ``trainer``: its spec, launched here beside the feed unless the caller launched it already
+    (``Supervisor.launch``), and checked to be ready within ``trainer_timeout_s`` (module
+    docstring); without it the caller has started the trainer and waited for it."""
+    if trainer is not None and trainer.name != TRAINER:
+        raise ValueError(f"the trainer process must be named {TRAINER!r}, not {trainer.name!r}")
     registry = CollectorRegistry()
     producer = Producer(redis.client, StreamNames(), rl.stream_bound, QueueMetrics(registry))
+    feed = _feed(
+        rl,
+        orchestrator,
+        items,
+        sup=sup,
+        addrs=addrs,
+        redis=redis,
+        producer=producer,
+        registry=registry,
+        seed=seed,
+        run_dir=run_dir,
+        progress=progress,
+    )
+    if trainer is None:
+        return await feed
+    if TRAINER not in sup:  # not launched earlier (e.g. beside the services)
+        sup.launch(trainer)
+    producer.max_len = min(rl.groups_per_step, rl.stream_bound)  # until the trainer is ready
+    ready = asyncio.create_task(await_ready(sup, TRAINER, trainer_timeout_s))
+
+    def full_bound(_: asyncio.Task[None]) -> None:
+        producer.max_len = rl.stream_bound
+
+    ready.add_done_callback(full_bound)
+    try:
+        stats = await feed
+    except BaseException:
+        ready.cancel()
+        with contextlib.suppress(asyncio.CancelledError, ProcessFailed):
+            await ready
+        raise
+    await ready  # ProcessFailed when the trainer exited before it was ready (the feed then ended)
+    return stats
+
+
+async def _feed(  # noqa: PLR0913 (run_grpo's arguments)
+    rl: RlSection,
+    orchestrator: OrchestratorConfig,
+    items: Sequence[PromptItem],
+    *,
+    sup: Supervisor,
+    addrs: Addresses,
+    redis: RedisHandle,
+    producer: Producer,
+    registry: CollectorRegistry,
+    seed: int,
+    run_dir: Path,
+    progress: bool,
+) -> RunStats:
+    clients = ServiceClients(addrs.rollout, addrs.decoder, addrs.reward)
     ledger = Ledger(run_dir / "ledger.jsonl")
     orch = Orchestrator(
         orchestrator,
@@ -205,9 +291,42 @@ async def run_grpo(  # noqa: PLR0913 (settings, items, and the live supervisor, 
     try:
         return await orch.run(
             requests_forever(items, seed),
-            stop=lambda: not sup.alive("trainer"),
+            stop=lambda: not sup.alive(TRAINER),
             total=rl.total_groups,
         )
     finally:
+        producer.close()  # pushes still waiting in threads of cancelled prompts end now
         ledger.close()
         await clients.close()
+
+
+def first_request_time(ledger: Path) -> float | None:
+    """Wall-clock time of the first rollout request the feed made (the ledger's first
+    ``start``); None when it made none."""
+    try:
+        with ledger.open() as fh:
+            for line in fh:
+                record = json.loads(line)
+                if record.get("event") == "start":
+                    return float(record["time"])
+    except FileNotFoundError:
+        return None
+    return None
+
+
+def startup_breakdown(sup: Supervisor, since: float, **marks: float | None) -> dict[str, Any]:
+    """Where the start-up went, in seconds after ``since`` (wall clock, kept as ``since_unix``):
+    each supervised process's start and ready (``processes``), and the caller's named ``marks``
+    (e.g. Redis up, the GRPO phase's start, its first rollout request); None for a mark that
+    never happened."""
+    out: dict[str, Any] = {"since_unix": since}
+    out |= {key: None if at is None else round(at - since, 3) for key, at in marks.items()}
+    out["processes"] = {
+        name: {
+            "started_s": round(m.started_at - since, 3),
+            "ready_s": None if m.ready_at is None else round(m.ready_at - since, 3),
+        }
+        for name in sup.names()
+        for m in [sup.get(name)]
+    }
+    return out

@@ -4,7 +4,10 @@
 children, e.g. a scoring pool, go with it), writes its stdout and stderr to
 ``run_dir/logs/<name>.log``, and waits for a readiness check: the standard gRPC health service
 answering SERVING, an HTTP URL answering 2xx, or a line in the log. A process that exits before
-it is ready raises ``ProcessFailed`` with the tail of its log. ``stop`` sends SIGTERM to the group
+it is ready raises ``ProcessFailed`` with the tail of its log. ``launch`` starts a process without
+waiting, for a caller that has other work meanwhile; ``probe`` then tells whether it is ready (and
+raises when it exited first). Each process records when it was started and when it was first
+found ready (wall clock), for start-up breakdowns. ``stop`` sends SIGTERM to the group
 and SIGKILL after a timeout; ``kill`` sends SIGKILL at once (failure tests). The supervisor stops
 only the processes it started; it never looks processes up by name.
 
@@ -139,6 +142,8 @@ class Managed:
     popen: subprocess.Popen[bytes]
     log_path: Path
     log_file: IO[bytes]
+    started_at: float = field(default_factory=time.time)  # wall clock at spawn
+    ready_at: float | None = None  # wall clock when its readiness check first passed
 
     @property
     def pid(self) -> int:
@@ -178,6 +183,11 @@ class Supervisor:
         """Names in start order."""
         return list(self._procs)
 
+    def pids(self) -> dict[str, int]:
+        """Pids of the processes not reaped yet, by name (a reaped pid may be reused by another
+        process). For samplers in other threads: reads attributes only, never waits."""
+        return {n: m.pid for n, m in list(self._procs.items()) if m.popen.returncode is None}
+
     def get(self, name: str) -> Managed:
         try:
             return self._procs[name]
@@ -193,14 +203,7 @@ class Supervisor:
         slowest process, not the sum (most of it is imports, which overlap). If one exits early
         or is not ready within ``timeout_s``, all of these are stopped and ``ProcessFailed``
         names it (the first in ``specs`` order that failed) with the tail of its log."""
-        names = [spec.name for spec in specs]
-        if len(set(names)) != len(names):
-            raise ValueError(f"duplicate process names in one start: {names}")
-        for spec in specs:
-            old = self._procs.get(spec.name)
-            if old is not None and old.alive():
-                raise ValueError(f"process {spec.name!r} is already running (pid {old.pid})")
-        started = [self._spawn(spec) for spec in specs]
+        started = self._launch_all(specs)
         try:
             self._wait_ready(started, timeout_s)
         except ProcessFailed:
@@ -208,6 +211,50 @@ class Supervisor:
                 self.stop(managed.spec.name, timeout_s=5)
             raise
         return started
+
+    def launch(self, spec: ProcessSpec) -> Managed:
+        """Start ``spec`` and return at once, without waiting for it to be ready: the caller polls
+        ``probe`` (and stops the process if it gives up on it)."""
+        return self._launch_all([spec])[0]
+
+    def probe(self, name: str) -> bool:
+        """True once ``name``'s readiness check has passed (a spec without one is ready at once);
+        ``ProcessFailed`` with the tail of its log if it exited before it was ready."""
+        managed = self.get(name)
+        if managed.ready_at is not None:
+            return True
+        code = managed.popen.poll()  # before the check: a log line written, then an exit, is ready
+        check = managed.spec.ready
+        if check is None or check.ready(managed.log_path):
+            managed.ready_at = time.time()
+            log.info("%s ready after %.1fs", name, managed.ready_at - managed.started_at)
+            return True
+        if code is not None:
+            raise ProcessFailed(
+                f"{name} exited with code {code} before it was ready; "
+                f"last lines of {managed.log_path}:\n{managed.log_tail()}"
+            )
+        return False
+
+    def not_ready(self, name: str, timeout_s: float) -> ProcessFailed:
+        """The error for ``name`` not being ready after ``timeout_s``, with the tail of its log."""
+        managed = self.get(name)
+        check = managed.spec.ready
+        waiting = check.describe() if check is not None else "nothing"
+        return ProcessFailed(
+            f"{name} not ready after {timeout_s:.0f}s (waiting for {waiting}); last lines of "
+            f"{managed.log_path}:\n{managed.log_tail()}"
+        )
+
+    def _launch_all(self, specs: Sequence[ProcessSpec]) -> list[Managed]:
+        names = [spec.name for spec in specs]
+        if len(set(names)) != len(names):
+            raise ValueError(f"duplicate process names in one start: {names}")
+        for spec in specs:
+            old = self._procs.get(spec.name)
+            if old is not None and old.alive():
+                raise ValueError(f"process {spec.name!r} is already running (pid {old.pid})")
+        return [self._spawn(spec) for spec in specs]
 
     def _spawn(self, spec: ProcessSpec) -> Managed:
         log_path = self.log_dir / f"{spec.name}.log"
@@ -229,32 +276,14 @@ class Supervisor:
         return managed
 
     def _wait_ready(self, pending: Sequence[Managed], timeout_s: float) -> None:
-        t0 = time.monotonic()
-        deadline = t0 + timeout_s
+        deadline = time.monotonic() + timeout_s
         waiting = list(pending)
         while True:
-            for managed in list(waiting):
-                code = managed.popen.poll()
-                if code is not None:
-                    raise ProcessFailed(
-                        f"{managed.spec.name} exited with code {code} before it was ready; "
-                        f"last lines of {managed.log_path}:\n{managed.log_tail()}"
-                    )
-                check = managed.spec.ready
-                if check is None or check.ready(managed.log_path):
-                    waiting.remove(managed)
-                    log.info("%s ready after %.1fs", managed.spec.name, time.monotonic() - t0)
+            waiting = [m for m in waiting if not self.probe(m.spec.name)]
             if not waiting:
                 return
             if time.monotonic() > deadline:
-                managed = waiting[0]
-                check = managed.spec.ready
-                assert check is not None  # a spec without a check is ready at once
-                raise ProcessFailed(
-                    f"{managed.spec.name} not ready after {timeout_s:.0f}s (waiting for "
-                    f"{check.describe()}); last lines of {managed.log_path}:\n"
-                    f"{managed.log_tail()}"
-                )
+                raise self.not_ready(waiting[0].spec.name, timeout_s)
             time.sleep(POLL_S)
 
     def _signal_group(self, managed: Managed, sig: signal.Signals) -> None:

@@ -2,7 +2,9 @@
 
 * ``Producer.push`` appends atomically only while the stream holds fewer than ``max_len``
   entries (a Lua check-and-XADD); otherwise it waits, counting the wait, and raises
-  :class:`QueueFull` after ``timeout_s``.
+  :class:`QueueFull` after ``timeout_s``. ``Producer.close`` ends every wait at once with
+  :class:`ProducerClosed` (a push left running in a thread by a cancelled caller would otherwise
+  wait out its timeout, and then the client's reconnect retries once the server is gone).
 * ``Consumer.read`` first re-reads this consumer's own pending entries (left by a previous run
   with the same name), then new ones. ``Consumer.reclaim`` takes over entries pending longer than
   ``min_idle_ms`` on any consumer (XAUTOCLAIM), e.g. a dead one.
@@ -23,6 +25,7 @@ Does not decide staleness of what it returns, and imports nothing from the train
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -43,6 +46,10 @@ return redis.call('XADD', KEYS[1], '*', unpack(ARGV, 2))
 
 class QueueFull(RuntimeError):
     """The stream stayed at its maximum length for the whole push timeout."""
+
+
+class ProducerClosed(RuntimeError):
+    """A push on a closed producer (or one waiting for room when it was closed)."""
 
 
 @dataclass(frozen=True)
@@ -104,6 +111,24 @@ class Producer:
             raise ValueError(f"max_len must be >= 1, got {max_len}")
         self._client, self._names, self._max_len, self._m = client, names, max_len, metrics
         self._script = client.register_script(_BOUNDED_XADD)
+        self._closed = threading.Event()
+
+    def close(self) -> None:
+        """Refuse further pushes and end the waits of running ones (``ProducerClosed``); from
+        any thread. Appended entries stay in the stream."""
+        self._closed.set()
+
+    @property
+    def max_len(self) -> int:
+        """The stream's length bound."""
+        return self._max_len
+
+    @max_len.setter
+    def max_len(self, value: int) -> None:
+        """Change the bound (from any thread); waiting pushes use it at their next attempt."""
+        if value < 1:
+            raise ValueError(f"max_len must be >= 1, got {value}")
+        self._max_len = value
 
     def push_fields(self, fields: Mapping[str, str], timeout_s: float = 30.0) -> str:
         """Append raw fields (used for ``ScoredGroup.to_fields``); wait while the stream is full."""
@@ -113,6 +138,9 @@ class Producer:
         start = time.monotonic()
         waited = False
         while True:
+            if self._closed.is_set():
+                raise ProducerClosed(f"producer of stream {self._names.stream!r} is closed")
+            args[0] = str(self._max_len)
             entry_id = self._script(keys=[self._names.stream], args=args)
             if entry_id is not None:
                 break

@@ -123,6 +123,10 @@ def test_grpo_through_the_services_learns_a_learnable_task(
     assert summary["trainer_exit"] == 0
     assert summary["trainer_steps"] == STEPS
     assert summary["served_version"] == STEPS  # the rollout reloaded the last published weights
+    # no start evaluation: the trainer was launched with the services, the feed did not wait
+    procs = summary["startup"]["processes"]
+    assert procs["trainer"]["started_s"] <= procs["rollout"]["started_s"]
+    assert summary["startup"]["first_request_s"] >= summary["startup"]["services_s"]
     steps = [
         e
         for e in read_jsonl(tmp_path / "run" / "trainer" / "train_log.jsonl")

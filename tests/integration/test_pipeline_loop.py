@@ -76,11 +76,10 @@ def test_full_loop_survives_reward_restart_and_rollout_follows_weights(
                 seed=cfg.run.seed,
             )
             tpath.write_text(yaml.safe_dump(tcfg))
-            sup.start(trainer_spec(tpath))
 
             async def both() -> None:
                 chaos = asyncio.create_task(_outage(sup, tmp_path / "ledger.jsonl"))
-                await run._grpo(sup, addrs, redis, train, test)
+                await run._grpo(sup, addrs, redis, (train, test), trainer_spec(tpath))
                 await chaos
 
             asyncio.run(both())

@@ -58,3 +58,25 @@ def test_web_smoke_run_trains_on_f1_and_reports_the_f1_headline(
     assert len(steps) == cfg.rl.steps
     assert all(s["status_error"] == 0 for s in steps)
     assert "F1" in (tmp_path / "report.md").read_text()
+    # the start-up breakdown: the trainer launched as the feed began, not before the first request
+    up = summary["startup"]
+    procs = up["processes"]
+    assert set(procs) >= {"reward", "decoder", "rollout", "trainer"}
+    assert all(p["ready_s"] >= p["started_s"] >= 0 for p in procs.values())
+    assert 0 <= up["redis_s"] <= up["services_s"] <= up["grpo_start_s"] <= up["first_request_s"]
+    assert procs["trainer"]["started_s"] >= up["grpo_start_s"]
+    # the feed did not wait for the trainer, but held one step's groups until it was ready: before
+    # the trainer's start (logged before it reads anything) no more than those were pushed
+    trainer_log = read_jsonl(tmp_path / "trainer" / "train_log.jsonl")
+    trainer_start = next(e["time"] for e in trainer_log if e["event"] == "start")
+    early = [
+        e
+        for e in read_jsonl(tmp_path / "ledger.jsonl")
+        if e["event"] == "pushed" and e["time"] < trainer_start
+    ]
+    assert len(early) <= cfg.rl.groups_per_step
+    # peak RSS: every process of the job, and their sum
+    rss = summary["peak_rss_mib"]
+    assert set(rss) >= {"orchestrator", "redis", "reward", "decoder", "rollout", "trainer"}
+    parts = sum(v for k, v in rss.items() if k != "total")
+    assert rss["total"] == pytest.approx(parts, abs=1.0) and all(v > 0 for v in rss.values())

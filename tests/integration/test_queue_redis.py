@@ -20,6 +20,7 @@ from rlvr_world.queue.server import REDIS_URL_ENV, RedisHandle, connect
 from rlvr_world.queue.stream import (
     Consumer,
     Producer,
+    ProducerClosed,
     QueueFull,
     QueueMetrics,
     StreamNames,
@@ -226,3 +227,47 @@ def test_embedded_redis_persists_pending_entries_across_restart(
         other.close()
     finally:
         handle.close()
+
+
+def test_close_ends_a_push_waiting_for_room_and_refuses_new_ones(
+    redis_handle: RedisHandle,
+) -> None:
+    reg = CollectorRegistry()
+    metrics = QueueMetrics(reg)
+    producer = Producer(redis_handle.client, StreamNames(), max_len=1, metrics=metrics)
+    producer.push(_group("g0"))
+    outcome: list[BaseException] = []
+
+    def waiting_push() -> None:
+        try:
+            producer.push(_group("g1"), timeout_s=600.0)
+        except BaseException as exc:  # recorded for the assertion below
+            outcome.append(exc)
+
+    thread = threading.Thread(target=waiting_push)
+    thread.start()
+    wait_until(lambda: _metric(reg, "rlvr_queue_push_waits_total") == 1, "the push to wait")
+    producer.close()
+    thread.join(timeout=120)  # far below the push's 600 s timeout: close ended the wait
+    assert not thread.is_alive()
+    assert len(outcome) == 1 and isinstance(outcome[0], ProducerClosed)
+    with pytest.raises(ProducerClosed, match="is closed"):
+        producer.push(_group("g2"))
+    assert redis_handle.client.xlen(StreamNames().stream) == 1  # what was appended stays
+
+
+def test_raising_the_bound_releases_a_waiting_push(redis_handle: RedisHandle) -> None:
+    reg = CollectorRegistry()
+    producer = Producer(redis_handle.client, StreamNames(), max_len=1, metrics=QueueMetrics(reg))
+    producer.push(_group("g0"))
+    with pytest.raises(ValueError, match="max_len must be >= 1, got 0"):
+        producer.max_len = 0
+    assert producer.max_len == 1
+    entry: list[str] = []
+    thread = threading.Thread(target=lambda: entry.append(producer.push(_group("g1"), 600.0)))
+    thread.start()
+    wait_until(lambda: _metric(reg, "rlvr_queue_push_waits_total") == 1, "the push to wait")
+    producer.max_len = 2
+    thread.join(timeout=120)  # far below its 600 s timeout: the wider bound let it in
+    assert not thread.is_alive() and len(entry) == 1
+    assert redis_handle.client.xlen(StreamNames().stream) == 2

@@ -124,3 +124,47 @@ def test_pick_free_port_is_bindable() -> None:
     port = pick_free_port()
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", port))
+
+
+def test_launch_returns_at_once_and_probe_tracks_readiness(tmp_path: Path) -> None:
+    """``launch`` does not wait: the process prints ``ready`` only once a file appears, which this
+    test writes after ``launch`` returned. ``probe`` is False until then, True after (with the
+    readiness time recorded); a process that prints its line and exits counts as ready, one that
+    exits without it raises with its code and log."""
+    gate = tmp_path / "go"
+    waits = (
+        "import sys, time, pathlib; g = pathlib.Path(sys.argv[1]); "
+        "[time.sleep(0.05) for _ in range(2400) if not g.exists()]; "
+        "print('ready', flush=True); time.sleep(60)"
+    )
+    with Supervisor(tmp_path) as sup:
+        managed = sup.launch(
+            ProcessSpec("gated", [sys.executable, "-c", waits, str(gate)], ready=LogLine("^ready"))
+        )
+        assert managed.alive() and not sup.probe("gated") and managed.ready_at is None
+        gate.write_text("")
+        deadline = time.monotonic() + 60
+        while not sup.probe("gated"):
+            assert time.monotonic() < deadline, "never ready"
+            time.sleep(0.05)
+        assert managed.ready_at is not None and managed.ready_at >= managed.started_at
+        assert sup.pids() == {"gated": managed.pid}
+        with pytest.raises(ValueError, match="already running"):
+            sup.launch(managed.spec)
+
+        quick = "print('ready', flush=True)"
+        done = sup.launch(
+            ProcessSpec("quick", [sys.executable, "-c", quick], ready=LogLine("^ready"))
+        )
+        done.popen.wait(timeout=60)
+        assert sup.probe("quick")  # its line was written before it exited: it was ready
+        assert "quick" not in sup.pids()  # reaped: its pid may belong to another process now
+
+        sup.launch(
+            ProcessSpec("dies", [sys.executable, "-c", "print('boom'); raise SystemExit(5)"])
+        )
+        sup.get("dies").spec.ready = LogLine("never")
+        sup.get("dies").popen.wait(timeout=60)
+        with pytest.raises(ProcessFailed, match=r"dies exited with code 5(.|\n)*boom"):
+            sup.probe("dies")
+        assert "not ready after 3s" in str(sup.not_ready("gated", 3.0))

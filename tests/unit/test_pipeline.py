@@ -269,3 +269,34 @@ def test_headline_refuses_repeated_prompt_ids() -> None:
     a = Answer("p1", True, 1.0, "ok", "")
     with pytest.raises(ValueError, match="repeat a prompt id"):
         text_headline({"start": [a, a], "control": [a], "rlvr": [a]}, seed=0, budget="samples")
+
+
+def test_report_gives_start_up_and_peak_rss_only_when_the_summary_has_them(tmp_path: Path) -> None:
+    from rlvr_world.apps.pipeline.report import write_report
+
+    base = {"config": "c.yaml", "wall_s": 1.0}
+    plain = write_report(tmp_path, base, {}, None).read_text()
+    assert "start-up" not in plain and "peak RSS" not in plain
+    summary = base | {
+        "startup": {
+            "redis_s": 0.02,
+            "services_s": 5.4,
+            "grpo_start_s": 5.4,
+            "first_request_s": 5.41,
+            "processes": {
+                "reward": {"started_s": 0.03, "ready_s": 2.0},
+                "rollout": {"started_s": 0.04, "ready_s": 5.4},
+                "trainer": {"started_s": 5.4, "ready_s": None},  # never ready: left out
+            },
+        },
+        "peak_rss_mib": {"orchestrator": 1000.0, "rollout": 800.4, "total": 1800.4},
+    }
+    text = write_report(tmp_path, summary, {}, None).read_text()
+    assert (
+        "- start-up (after SFT): services ready 5.4 s (slowest: rollout), first GRPO rollout "
+        "request 0.01 s after the GRPO phase began" in text
+    )
+    assert (
+        "- peak RSS: 1800 MiB, the sum of each process's peak (orchestrator 1000, rollout 800)"
+        in text
+    )

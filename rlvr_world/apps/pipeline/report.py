@@ -168,6 +168,28 @@ def _diagnostic_lines(steps: list[dict[str, Any]]) -> list[str]:
     return lines
 
 
+def _resource_lines(summary: dict[str, Any]) -> list[str]:
+    """The start-up (``summary["startup"]``) and peak RSS (``summary["peak_rss_mib"]``) lines,
+    each only when the summary has it."""
+    lines = []
+    up = summary.get("startup")
+    if up and up.get("first_request_s") is not None:
+        ready = {n: p["ready_s"] for n, p in up["processes"].items() if p["ready_s"] is not None}
+        slowest = max(ready, key=lambda n: ready[n]) if ready else "-"
+        lines.append(
+            f"- start-up (after SFT): services ready {up['services_s']:.1f} s (slowest: "
+            f"{slowest}), first GRPO rollout request "
+            f"{up['first_request_s'] - up['grpo_start_s']:.2f} s after the GRPO phase began"
+        )
+    rss = summary.get("peak_rss_mib")
+    if rss:
+        parts = ", ".join(f"{k} {v:.0f}" for k, v in rss.items() if k != "total")
+        lines.append(
+            f"- peak RSS: {rss['total']:.0f} MiB, the sum of each process's peak ({parts})"
+        )
+    return lines
+
+
 def write_report(
     run_dir: Path,
     summary: dict[str, Any],
@@ -191,6 +213,7 @@ def write_report(
         f"- control: SFT continued from the start, budget {budget.get('kind', '-')} "
         f"({summary.get('control_steps', 0)} steps for {budget.get('trained_sequences', 0)} "
         "sequences GRPO trained)",
+        *_resource_lines(summary),
         "",
         f"## Headline (greedy, {label}, same held-out items)",
         "",

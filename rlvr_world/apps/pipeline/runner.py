@@ -4,12 +4,17 @@ game, or ``task: web``: accessibility-tree diffs scored by F1).
 Order: build the prompt items (train / held-out, seeded by ``run.seed``), build the tiny model (or
 take ``model.path``), SFT warm-up (in this process): that checkpoint is the *start*. Then the
 embedded Redis and the reward, decoder and rollout services (supervised processes on free loopback
-ports); greedy held-out evaluation of the start; the trainer process (``rlvr-world train`` with a
-generated config, starting from the start weights, checkpointing every step) fed by the
-orchestrator until it exits, with a held-out curve point every ``eval.curve_every`` steps; the
-final weights served and evaluated (*RLVR*). Then the *control*: SFT continued from the start for
-GRPO's budget (``control.budget``: as many examples as GRPO trained sequences, or as long as GRPO
-ran), served by a second rollout service and evaluated on the same items. The headline compares
+ports, started at once); greedy held-out evaluation of the start; the trainer process
+(``rlvr-world train`` with a generated config, starting from the start weights, checkpointing
+every step) fed by the orchestrator until it exits, with a held-out curve point every
+``eval.curve_every`` steps. The feed does not wait for the trainer (``apps.grpo.run_grpo``
+checks its readiness alongside and holds one step's groups until it is ready): without the
+start evaluation the trainer is launched with the services; with it, as the feed begins (a
+trainer waiting through the evaluation could reach its idle timeout). Then the final weights
+served and
+evaluated (*RLVR*). Then the *control*: SFT continued from the start for GRPO's budget
+(``control.budget``: as many examples as GRPO trained sequences, or as long as GRPO ran), served
+by a second rollout service and evaluated on the same items. The headline compares
 the three with paired bootstrap intervals (``apps.pipeline.results``); the report plots the train
 reward, the diagnostics and the held-out curve. The task decides the data
 (``apps.pipeline.data.build_run_items``) and the metric (``apps.pipeline.results.METRICS``); a
@@ -18,7 +23,9 @@ web run also filters its items by the policy's tokens once the tokenizer exists.
 Run directory: ``data/`` (items), ``model/`` (base, sft, control), ``redis/``, ``logs/`` (one per
 process), ``trainer/`` (checkpoints, ``train_log.jsonl``), ``ledger.jsonl``,
 ``pipeline_log.jsonl``, ``eval_<name>.jsonl`` (answers), ``curve.png``, ``report.md``,
-``summary.json`` (with ``headline``).
+``summary.json`` (with ``headline``; ``startup``: seconds from the stack's start, after the SFT,
+to Redis, each process's start and readiness, the GRPO phase and its first rollout request;
+``peak_rss_mib``: each process's peak RSS and their sum, ``apps.memory``).
 """
 
 from __future__ import annotations
@@ -32,11 +39,19 @@ import random
 import time
 from dataclasses import asdict
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import yaml
 
-from rlvr_world.apps.grpo import latest_version, orchestrator_config, run_grpo, trainer_config
+from rlvr_world.apps.grpo import (
+    first_request_time,
+    latest_version,
+    orchestrator_config,
+    run_grpo,
+    startup_breakdown,
+    trainer_config,
+)
+from rlvr_world.apps.memory import PeakRss
 from rlvr_world.apps.orchestrator.clients import ServiceClients
 from rlvr_world.apps.orchestrator.worker import RunStats
 from rlvr_world.apps.pipeline.config import PipelineConfig
@@ -51,13 +66,18 @@ from rlvr_world.apps.pipeline.results import (
     reward_trend,
 )
 from rlvr_world.apps.pipeline.stack import Addresses, rollout_spec, start_services, trainer_spec
-from rlvr_world.apps.supervisor import Supervisor
+from rlvr_world.apps.supervisor import ProcessSpec, Supervisor
 from rlvr_world.items import PromptItem, save_items
 from rlvr_world.queue.server import RedisHandle, start_embedded
 from rlvr_world.runlog import JsonlLog
+from rlvr_world.scaffold.client_auth import ensure_local_token
 from rlvr_world.stats import describe
 
 logger = logging.getLogger(__name__)
+
+#: When the trainer process starts: launched with the services or beside the feed (the feed
+#: does not wait for it: ``apps.grpo.run_grpo``), or started and waited for before the feed.
+TrainerStart = Literal["with_services", "beside_feed", "before_feed"]
 
 
 class PipelineRun:
@@ -75,6 +95,7 @@ class PipelineRun:
         self.curve: list[dict[str, Any]] = []
         self.metric = METRICS[cfg.task]
         self.test_items: list[PromptItem] = []
+        self.marks: dict[str, float | None] = {}  # wall-clock times of the start-up's steps
 
     # ------------------------------------------------------------------ start checkpoint
 
@@ -214,9 +235,12 @@ class PipelineRun:
         sup: Supervisor,
         addrs: Addresses,
         redis: RedisHandle,
-        train: list[PromptItem],
-        test: list[PromptItem],
+        items: tuple[list[PromptItem], list[PromptItem]],
+        trainer: ProcessSpec | None,
     ) -> RunStats:
+        """The feed with the held-out curve; ``trainer``: launched beside the feed
+        (``run_grpo``), None when it runs already."""
+        train, test = items
         rl = self.cfg.rl
         orch = orchestrator_config(
             rl,
@@ -242,6 +266,8 @@ class PipelineRun:
                 seed=self.seed,
                 run_dir=self.run_dir,
                 progress=self.cfg.run.progress,
+                trainer=trainer,
+                trainer_timeout_s=self.cfg.run.service_start_timeout_s,
             )
         finally:
             done.set()
@@ -282,15 +308,19 @@ class PipelineRun:
         redis: RedisHandle,
         model: Path,
         items: tuple[list[PromptItem], list[PromptItem]],
+        *,
+        trainer: ProcessSpec | None = None,
     ) -> None:
-        train, test = items
-        r = self.cfg.run
+        """GRPO until the trainer exits. ``trainer``: launched with the services already; None:
+        started here, beside the feed or before it (``_trainer_start``)."""
         t1 = time.perf_counter()
-        sup.start(
-            trainer_spec(self._write_trainer_yaml(model, redis.url)),
-            timeout_s=r.service_start_timeout_s,
-        )
-        stats = await self._grpo(sup, addrs, redis, train, test)
+        self.marks["grpo_start_s"] = time.time()
+        if trainer is None:
+            trainer = trainer_spec(self._write_trainer_yaml(model, redis.url))
+            if self._trainer_start() == "before_feed":
+                sup.start(trainer, timeout_s=self.cfg.run.service_start_timeout_s)
+                trainer = None  # running and ready: the feed need not check it
+        stats = await self._grpo(sup, addrs, redis, items, trainer)
         code = sup.get("trainer").popen.wait()
         self.summary["grpo_s"] = time.perf_counter() - t1
         final = latest_version(redis)
@@ -349,13 +379,30 @@ class PipelineRun:
 
     # ------------------------------------------------------------------ the whole run
 
+    def _trainer_start(self) -> TrainerStart:
+        """When the trainer starts: with the services when nothing runs between them and the
+        feed, else (after the start evaluation, which a waiting trainer could idle out through)
+        beside the feed."""
+        return "beside_feed" if self.cfg.eval.enabled else "with_services"
+
     async def run_async(self) -> dict[str, Any]:
         t0 = time.perf_counter()
         train, test, model = self.prepare()
+        stack_t = time.time()
         redis = start_embedded(self.run_dir / "redis")
+        self.marks["redis_s"] = time.time()
+        redis_pid = {"redis": redis.embedded.pid} if redis.embedded and redis.embedded.pid else {}
         ev, r = self.cfg.eval, self.cfg.run
         try:
-            with Supervisor(self.run_dir) as sup:
+            with (
+                Supervisor(self.run_dir) as sup,
+                PeakRss(lambda: {**sup.pids(), **redis_pid}) as rss,
+            ):
+                trainer = None
+                if self._trainer_start() == "with_services":
+                    trainer = trainer_spec(self._write_trainer_yaml(model, redis.url))
+                    ensure_local_token()  # as start_services does: the same token for everyone
+                    sup.launch(trainer)
                 addrs = start_services(
                     sup,
                     model=model,
@@ -364,10 +411,14 @@ class PipelineRun:
                     reward_workers=r.reward_workers,
                     timeout_s=r.service_start_timeout_s,
                 )
+                self.marks["services_s"] = time.time()
                 self.log.write("services", **asdict(addrs))
                 if ev.enabled:
                     await self._eval_named("start", addrs.rollout, addrs, test)
-                await self._rlvr_phase(sup, addrs, redis, model, (train, test))
+                await self._rlvr_phase(sup, addrs, redis, model, (train, test), trainer=trainer)
+                self.marks["first_request_s"] = first_request_time(self.run_dir / "ledger.jsonl")
+                self.summary["startup"] = startup_breakdown(sup, stack_t, **self.marks)
+                self.log.write("startup", **self.summary["startup"])
                 steps = train_steps(self.run_dir / "trainer" / "train_log.jsonl")
                 self.summary["trained_sequences"] = int(
                     sum(s.get("samples_trained", 0) for s in steps)
@@ -376,6 +427,7 @@ class PipelineRun:
                     await self._eval_named("rlvr", addrs.rollout, addrs, test)
                 if ev.enabled and self.cfg.control.enabled:
                     await self._control_phase(sup, addrs, model, (train, test))
+            self.summary["peak_rss_mib"] = rss.summary()
         finally:
             redis.close()
         return self._finish(t0)
