@@ -56,10 +56,11 @@ from rlvr_world.apps.orchestrator.ledger import Ledger
 from rlvr_world.apps.orchestrator.metrics import OrchestratorMetrics
 from rlvr_world.apps.orchestrator.retry import Backoff, RetriesExhausted, grpc_reason, retry_async
 from rlvr_world.client import RewardServiceUnavailable
-from rlvr_world.items import PromptItem, video_frames, video_inserts
+from rlvr_world.items import PromptItem, video_anchor, video_frames, video_inserts
 from rlvr_world.queue.schema import ScoredGroup, ScoredSample
 from rlvr_world.queue.stream import Producer, QueueFull
 from rlvr_world.rewards.types import InvalidInput, RewardResult, Status
+from rlvr_world.video.anchor import anchor_samples
 
 logger = logging.getLogger(__name__)
 
@@ -99,6 +100,9 @@ class OrchestratorConfig(BaseModel):
     )
     video_repetition_penalty: float = Field(
         default=0.0, ge=0.0, le=100.0, description="video reward: penalty per copied frame"
+    )
+    video_anchor_dilate: int | None = Field(
+        default=None, ge=0, le=8, description="single-step video: rlvr_world.video.anchor's dilate"
     )
     attempts: int = Field(default=10, ge=1, le=1000, description="tries per stage")
     backoff_initial_s: float = Field(default=0.2, ge=0.0, le=60.0, description="first wait")
@@ -332,6 +336,11 @@ class Orchestrator:
         net, penalty = self.cfg.video_lpips_net, self.cfg.video_repetition_penalty
         if not inserts:
             frames = await self._stage("decode", key, item, lambda: self.clients.decode_frames(ids))
+            if self.cfg.video_anchor_dilate is not None:
+                context, grid = video_anchor(item)
+                frames = anchor_samples(
+                    frames, previous, ids, context, grid, dilate=self.cfg.video_anchor_dilate
+                )
             single: list[RewardResult] = await self._stage(
                 "score",
                 key,

@@ -118,11 +118,21 @@ class VideoModelSection(_Section):
     heads: int = Field(default=4, ge=1, le=256, description="attention heads")
     action_bins: int = Field(default=256, ge=2, le=65536, description="bins per action dim")
     seed: int = Field(default=0, ge=0, description="initialisation seed, added to run.seed")
+    anchor_dilate: int | None = Field(
+        default=None,
+        ge=0,
+        le=8,
+        description="context-anchored frames (rlvr_world.video.anchor), in every evaluation and "
+        "in the RL reward: the last context frame's pixels where the predicted tokens, grown by "
+        "this many grid positions, equal its tokens; null decodes every token (single-step only)",
+    )
 
     @model_validator(mode="after")
     def _layout(self) -> Self:
         if self.layout == "single_step" and "segment_frames" in self.model_fields_set:
             raise ValueError("model.segment_frames: only used with model.layout multi_step")
+        if self.layout == "multi_step" and self.anchor_dilate is not None:
+            raise ValueError("model.anchor_dilate: context-anchored frames are single-step only")
         if self.layout == "single_step" and self.context_range is not None:
             raise ValueError("model.context_range: only used with model.layout multi_step")
         if self.layout == "multi_step" and "context_length" in self.model_fields_set:

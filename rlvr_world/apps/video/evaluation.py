@@ -101,6 +101,7 @@ def evaluate_saved(
         baselines=baselines,
         perceptual=perceptual.metric,
         net=perceptual.net,
+        anchor_dilate=cfg.model.anchor_dilate,
     )
     if cfg.model.layout == "multi_step":
         if not isinstance(vocab, MultiStepVocab):

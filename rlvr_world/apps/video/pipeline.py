@@ -247,8 +247,13 @@ class VideoRun:
         the trainer's last checkpoint and the phase's seconds (trainer start to exit)."""
         out_dir = self.seed_dir(seed)
         out_dir.mkdir(parents=True, exist_ok=True)
+        anchored = self.cfg.model.anchor_dilate is not None
         items = rl_phase.rl_items(
-            s.train_clips, s.train_sequences, s.tokens_per_frame, self.multi_step
+            s.train_clips,
+            s.train_sequences,
+            s.tokens_per_frame,
+            self.multi_step,
+            anchor=(s.frame_tokenizer.grid, s.quantizer.dims) if anchored else None,
         )
         metric = s.perceptual.metric
         out = await rl_phase.run_rl(
