@@ -61,6 +61,7 @@ from rlvr_world.queue.schema import ScoredGroup, ScoredSample
 from rlvr_world.queue.stream import Producer, QueueFull
 from rlvr_world.rewards.types import InvalidInput, RewardResult, Status
 from rlvr_world.video.anchor import anchor_samples
+from rlvr_world.video.layout import generated_frames
 
 logger = logging.getLogger(__name__)
 
@@ -185,38 +186,6 @@ def to_sample(
         loss_mask=loss_mask,
         truncated=truncated,
     )
-
-
-def generated_frames(
-    token_ids: Sequence[int], inserted: Sequence[bool], steps: int, segment_tokens: int
-) -> list[list[int]]:
-    """The ``steps`` generated frames (``segment_tokens`` ids each) of an interleaved sample.
-
-    The forced tokens are dropped by the rollout's ``inserted`` flags; without flags the sample
-    is read as ``steps`` blocks of a segment and its forced run (``layout.multi_step_frames``
-    cuts the same way). ``ValueError`` when the generated count is not ``steps * segment_tokens``.
-    """
-    if inserted:
-        if len(inserted) != len(token_ids):
-            raise ValueError(
-                f"inserted: {len(inserted)} flags for {len(token_ids)} tokens of a sample"
-            )
-        kept = [int(t) for t, forced in zip(token_ids, inserted, strict=True) if not forced]
-    else:
-        block, rest = divmod(len(token_ids), steps)
-        if rest or block < segment_tokens:
-            raise ValueError(
-                f"sample: {len(token_ids)} tokens do not split into {steps} blocks of "
-                f"{segment_tokens} generated tokens and a forced run"
-            )
-        kept = [
-            int(t) for s in range(steps) for t in token_ids[s * block : s * block + segment_tokens]
-        ]
-    if len(kept) != steps * segment_tokens:
-        raise ValueError(
-            f"sample: {len(kept)} generated tokens, expected {steps} frames of {segment_tokens}"
-        )
-    return [kept[s * segment_tokens : (s + 1) * segment_tokens] for s in range(steps)]
 
 
 class Orchestrator:
