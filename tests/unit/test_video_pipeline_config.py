@@ -69,6 +69,9 @@ def test_video_config_refuses_bad_values_and_unknown_fields(tmp_path: Path) -> N
         "rl: {group_size: 1}": "group_size",
         "mle: {stepz: 3}": "stepz",
         "task: text_game": "task",
+        "model: {anchor_dilate: -1}": "anchor_dilate",
+        "model: {layout: multi_step, anchor_dilate: 1}": "single-step only",
+        "model: {anchor_dilate: 1}\nrl: {balance_prompts: 4}": "cannot be combined",
     }
     for text, message in bad.items():
         path = tmp_path / "c.yaml"
@@ -92,6 +95,9 @@ def test_generated_trainer_and_orchestrator_configs_validate(tmp_path: Path) -> 
     assert orch.allowed_tokens == (0, 16) and orch.ignore_eos and orch.max_tokens == 64
     assert orch.video_weights == {"l1": 1.0, "stlpips": 1.0}
     assert orch.seed == 0 and orch.video_repetition_penalty == 0.0
+    assert orch.video_anchor_dilate is None
+    anchored = cfg.model_copy(update={"model": cfg.model.model_copy(update={"anchor_dilate": 1})})
+    assert orchestrator_config(anchored, 64, vocab).video_anchor_dilate == 1
 
 
 def test_a_run_seed_reaches_the_trainer_and_the_sampler(tmp_path: Path) -> None:

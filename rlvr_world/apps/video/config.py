@@ -304,6 +304,11 @@ class VideoPipelineConfig(_Section):
                 "eval.candidates: tuning the sampling needs validation episodes "
                 "(data.validation > 0), never the test clips"
             )
+        if self.model.anchor_dilate is not None and self.rl.balance_prompts:
+            raise ValueError(
+                "rl.balance_prompts: the reward balancing samples unanchored frames; it cannot "
+                "be combined with model.anchor_dilate"
+            )
         if self.data.source == "pusht" and self.data.steps + 1 < frames:
             what = (
                 f"model.segment_frames {self.model.segment_frames}"
