@@ -1,15 +1,19 @@
-"""Context-anchored decoding: keep the last real frame where the predicted tokens did not change.
+"""Context-anchored decoding: a predicted frame as the last real frame plus the decoded change.
 
 A per-frame tokenizer decodes every frame through its own lossy reconstruction, so a world model
 that predicts "nothing moves" perfectly (the last context frame's own tokens) still scores the
-tokenizer's error, which on PushT is close to the motion between two frames: the decoded
-prediction loses to copying the last frame's pixels before the model has made a single mistake.
-Anchoring decodes the predicted tokens as usual and then, wherever a predicted token equals the
-last context frame's token at the same grid position (and no changed token lies within
-``dilate`` positions of it), takes the last context frame's real pixels instead. So:
+tokenizer's error, which on PushT is larger than the motion between two frames: decoded
+predictions lose to copying the last frame's pixels before the model has made a single mistake.
+Anchoring renders a prediction as
+
+    out = clip(context_frame + decode(predicted) - decode(context_tokens))
+
+on the token patches whose predicted token differs from the context token at the same grid
+position (grown by ``dilate`` positions), and as the context frame's own pixels elsewhere. So:
 
 * predicting the context tokens everywhere gives exactly the copy-last-frame baseline;
-* every pixel the output differs from that baseline in comes from a token the model changed.
+* every pixel in which the output differs from that baseline comes from a token the model
+  changed, and carries the decoded change, not the tokenizer's absolute error.
 
 What it does not do: no learning, no tokenizer calls; callers pass the decoded frames. The grid
 is ``(rows, cols)`` of tokens, each covering ``H // rows`` x ``W // cols`` pixels.
@@ -77,20 +81,24 @@ def changed_mask(
 
 def anchor_frames(
     decoded: NDArray[np.floating[Any]],
+    context_decoded: NDArray[np.floating[Any]],
     context_frames: NDArray[Any],
     pred_tokens: NDArray[np.integer[Any]],
     context_tokens: NDArray[np.integer[Any]],
-    grid: tuple[int, int],
     *,
-    dilate: int = 1,
+    grid: tuple[int, int],
+    dilate: int = 0,
 ) -> NDArray[np.float32]:
-    """Frames ``(N, H, W, 3)`` float32 in [0, 1]: ``decoded`` where the (dilated) tokens changed,
-    ``context_frames`` (uint8, or float in [0, 1]) elsewhere."""
+    """Frames ``(N, H, W, 3)`` float32 in [0, 1]: ``context_frames`` (uint8, or float in [0, 1])
+    plus ``decoded - context_decoded`` where the (dilated) tokens changed, the context frames'
+    own pixels elsewhere."""
     dec = np.asarray(decoded, dtype=np.float32)
+    base = np.asarray(context_decoded, dtype=np.float32)
     ctx = np.asarray(context_frames)
-    if dec.ndim != _FRAMES_NDIM or ctx.shape != dec.shape:
+    if dec.ndim != _FRAMES_NDIM or ctx.shape != dec.shape or base.shape != dec.shape:
         raise ValueError(
-            f"frames: decoded {dec.shape} and context {ctx.shape} must be the same (N, H, W, C)"
+            f"frames: decoded {dec.shape}, context decoded {base.shape} and context {ctx.shape} "
+            "must be the same (N, H, W, C)"
         )
     ctx_f = ctx.astype(np.float32) / 255.0 if ctx.dtype == np.uint8 else ctx.astype(np.float32)
     n, h, w, _ = dec.shape
@@ -101,23 +109,33 @@ def anchor_frames(
     if mask.shape[0] != n:
         raise ValueError(f"tokens: {mask.shape[0]} frames for {n} decoded")
     pixels = np.repeat(np.repeat(mask, h // rows, axis=1), w // cols, axis=2)[..., None]
-    return np.where(pixels, np.clip(dec, 0.0, 1.0), ctx_f).astype(np.float32)
+    moved = np.clip(ctx_f + dec - base, 0.0, 1.0)
+    return np.where(pixels, moved, ctx_f).astype(np.float32)
 
 
 def anchor_samples(
     decoded: NDArray[np.floating[Any]],
+    context_decoded: NDArray[np.floating[Any]],
     previous_frame: NDArray[Any],
     sample_ids: Sequence[Sequence[int]],
     context_tokens: NDArray[np.integer[Any]],
-    grid: tuple[int, int],
     *,
+    grid: tuple[int, int],
     dilate: int,
 ) -> NDArray[np.float32]:
-    """``anchor_frames`` for the G samples of one prompt: ``decoded`` ``(G, H, W, 3)``, their
-    token ids, and the one last context frame ``(H, W, 3)`` and its tokens ``(P,)``."""
+    """``anchor_frames`` for the G samples of one prompt: ``decoded`` ``(G, H, W, 3)`` and their
+    token ids; the one last context frame ``(H, W, 3)``, its tokens ``(P,)`` and their decoding
+    ``(H, W, 3)``."""
     ids = np.asarray(sample_ids, dtype=np.int64)
     if ids.ndim != _TOKENS_NDIM:
         raise ValueError(f"sample_ids: expected (G, P) token ids, got shape {ids.shape}")
-    context = np.broadcast_to(np.asarray(context_tokens), ids.shape)
-    frames = np.broadcast_to(np.asarray(previous_frame), np.asarray(decoded).shape)
-    return anchor_frames(decoded, frames, ids, context, grid, dilate=dilate)
+    shape = np.asarray(decoded).shape
+    return anchor_frames(
+        decoded,
+        np.broadcast_to(np.asarray(context_decoded), shape),
+        np.broadcast_to(np.asarray(previous_frame), shape),
+        ids,
+        np.broadcast_to(np.asarray(context_tokens), ids.shape),
+        grid=grid,
+        dilate=dilate,
+    )

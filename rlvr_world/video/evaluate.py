@@ -19,8 +19,8 @@ default: LPIPS needs ImageNet weights that are not shipped). Reported, as means 
   last context frame's pixels (no tokenizer; a tokenized model cannot beat it where the
   tokenizer's own error exceeds the motion between frames);
 * with ``anchor_dilate`` set, every decoded frame (the prediction, ``recon_*``, ``copy_*``) is
-  context-anchored (``rlvr_world.video.anchor``): the last context frame's pixels where the tokens
-  did not change, so ``copy_*`` equals ``raw_copy_*``;
+  context-anchored (``rlvr_world.video.anchor``): the last context frame plus the decoded change
+  where the tokens changed, its own pixels elsewhere, so ``copy_*`` equals ``raw_copy_*``;
 * ``per_clip``: every metric per clip, in clip order (``per_clip_copy``: the same of ``copy_*``),
   for paired comparisons across models and seeds.
 
@@ -85,9 +85,9 @@ class EvalConfig(BaseModel):
         default=None,
         ge=0,
         le=8,
-        description="context-anchored decoding (rlvr_world.video.anchor): keep the last context "
-        "frame's pixels where the predicted tokens, grown by this many grid positions, did not "
-        "change; None decodes every token",
+        description="context-anchored decoding (rlvr_world.video.anchor): the last context frame "
+        "plus the decoded change where the predicted tokens, grown by this many grid positions, "
+        "changed; None decodes every token",
     )
 
 
@@ -224,12 +224,13 @@ def evaluate(  # noqa: PLR0913 (the last three keywords are optional extras)
     gen_s = time.perf_counter() - t_gen
     pred = frame_tokenizer.decode_tokens(pred_tokens, batch_size=cfg.batch_size)
     last = frame_tokenizer.decode_tokens(last_tokens, batch_size=cfg.batch_size)
+    decoded_last = last
     truth = np.stack([frames[-1] for frames, _ in arrays])
     raw = np.stack([frames[-2] for frames, _ in arrays])
     if cfg.anchor_dilate is not None:
-        grid = frame_tokenizer.grid
-        pred = anchor_frames(pred, raw, pred_tokens, last_tokens, grid, dilate=cfg.anchor_dilate)
-        last = anchor_frames(last, raw, last_tokens, last_tokens, grid, dilate=cfg.anchor_dilate)
+        grid, dilate = frame_tokenizer.grid, cfg.anchor_dilate
+        pred = anchor_frames(pred, last, raw, pred_tokens, last_tokens, grid=grid, dilate=dilate)
+        last = anchor_frames(last, last, raw, last_tokens, last_tokens, grid=grid, dilate=dilate)
     model_metrics = score_frames(pred, truth, config, scorers)
     repeats = np.array(
         [
@@ -257,10 +258,11 @@ def evaluate(  # noqa: PLR0913 (the last three keywords are optional extras)
         if cfg.anchor_dilate is not None:
             recon = anchor_frames(
                 recon,
+                decoded_last,
                 raw,
                 truth_tokens,
                 last_tokens,
-                frame_tokenizer.grid,
+                grid=frame_tokenizer.grid,
                 dilate=cfg.anchor_dilate,
             )
         report.update(_means("recon_", score_frames(recon, truth, config, scorers)))

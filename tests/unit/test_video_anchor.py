@@ -1,5 +1,6 @@
 """Context-anchored decoding (rlvr_world.video.anchor): where the tokens did not change, the last
-context frame's real pixels; where they did (grown by ``dilate``), the decoded prediction."""
+context frame's real pixels; where they did (grown by ``dilate``), those pixels plus the decoded
+change (decoded prediction - decoded context tokens)."""
 
 from __future__ import annotations
 
@@ -25,20 +26,21 @@ def test_unchanged_tokens_give_exactly_the_context_frame() -> None:
     rng = np.random.default_rng(0)
     ctx = rng.integers(0, 256, (2, 8, 8, 3), dtype=np.uint8)
     tokens = rng.integers(0, 50, (2, 16))
-    out = anchor_frames(_frames(0.5, 2), ctx, tokens, tokens.copy(), GRID, dilate=1)
+    out = anchor_frames(_frames(0.5, 2), _frames(0.3, 2), ctx, tokens, tokens.copy(), grid=GRID)
     np.testing.assert_array_equal(out, ctx.astype(np.float32) / 255.0)
 
 
-def test_a_changed_token_takes_the_decoded_patch_and_its_dilated_neighbours() -> None:
+def test_a_changed_token_adds_the_decoded_change_on_its_patch_and_dilated_neighbours() -> None:
     ctx_tokens = np.zeros((1, 16), dtype=np.int64)
     pred = ctx_tokens.copy()
     pred[0, 5] = 7  # grid position (1, 1)
-    decoded, ctx = _frames(0.9), _frames(0.1)
-    exact = anchor_frames(decoded, ctx, pred, ctx_tokens, GRID, dilate=0)
-    assert np.allclose(exact[0, 2:4, 2:4], 0.9)
-    assert np.isclose(exact.mean(), (4 * 0.9 + 60 * 0.1) / 64)
-    grown = anchor_frames(decoded, ctx, pred, ctx_tokens, GRID, dilate=1)
-    assert np.allclose(grown[0, 0:6, 0:6], 0.9)  # rows/cols 0..2 of the grid
+    # decoded prediction 0.9, decoded context 0.6: the change is +0.3 on the real frame's 0.1
+    decoded, base, ctx = _frames(0.9), _frames(0.6), _frames(0.1)
+    exact = anchor_frames(decoded, base, ctx, pred, ctx_tokens, grid=GRID, dilate=0)
+    assert np.allclose(exact[0, 2:4, 2:4], 0.4)
+    assert np.isclose(exact.mean(), (4 * 0.4 + 60 * 0.1) / 64)
+    grown = anchor_frames(decoded, base, ctx, pred, ctx_tokens, grid=GRID, dilate=1)
+    assert np.allclose(grown[0, 0:6, 0:6], 0.4)  # rows/cols 0..2 of the grid
     assert np.allclose(grown[0, 6:, :], 0.1)
     assert np.allclose(grown[0, :, 6:], 0.1)
 
@@ -52,13 +54,17 @@ def test_changed_mask_at_the_border_does_not_wrap() -> None:
     assert not mask[0, 3, 3]
 
 
-def test_decoded_values_are_clipped_and_float_contexts_are_used_as_given() -> None:
+def test_results_are_clipped_and_float_contexts_are_used_as_given() -> None:
     ctx_tokens = np.zeros((1, 16), dtype=np.int64)
     pred = np.ones((1, 16), dtype=np.int64)
-    out = anchor_frames(_frames(1.7), _frames(0.25), pred, ctx_tokens, GRID, dilate=0)
-    assert out.dtype == np.float32
-    assert np.allclose(out, 1.0)
-    same = anchor_frames(_frames(1.7), _frames(0.25), ctx_tokens, ctx_tokens, GRID, dilate=0)
+    up = anchor_frames(_frames(1.0), _frames(0.0), _frames(0.25), pred, ctx_tokens, grid=GRID)
+    assert up.dtype == np.float32
+    assert np.allclose(up, 1.0)
+    down = anchor_frames(_frames(0.0), _frames(1.0), _frames(0.25), pred, ctx_tokens, grid=GRID)
+    assert np.allclose(down, 0.0)
+    same = anchor_frames(
+        _frames(1.0), _frames(0.0), _frames(0.25), ctx_tokens, ctx_tokens, grid=GRID
+    )
     assert np.allclose(same, 0.25)
 
 
@@ -74,6 +80,7 @@ def test_decoded_values_are_clipped_and_float_contexts_are_used_as_given() -> No
             "per frame",
         ),
         ({"context_frames": _frames(0.1, 2)}, "must be the same"),
+        ({"context_decoded": _frames(0.1, 2)}, "must be the same"),
         ({"grid": (2, 4)}, "per frame"),
         ({"dilate": -1}, "dilate"),
         (
@@ -88,6 +95,7 @@ def test_decoded_values_are_clipped_and_float_contexts_are_used_as_given() -> No
 def test_bad_inputs_are_refused_with_the_reason(kwargs: dict, message: str) -> None:
     args = {
         "decoded": _frames(0.5),
+        "context_decoded": _frames(0.4),
         "context_frames": _frames(0.1),
         "pred_tokens": np.zeros((1, 16), dtype=np.int64),
         "context_tokens": np.zeros((1, 16), dtype=np.int64),
@@ -96,25 +104,26 @@ def test_bad_inputs_are_refused_with_the_reason(kwargs: dict, message: str) -> N
     }
     args.update(kwargs)
     with pytest.raises(ValueError, match=message):
-        anchor_frames(**args)
+        anchor_frames(**args)  # type: ignore[arg-type]
 
 
 def test_a_grid_that_does_not_divide_the_frame_is_refused() -> None:
     tokens = np.zeros((1, 9), dtype=np.int64)
     with pytest.raises(ValueError, match="does not divide"):
-        anchor_frames(_frames(0.5), _frames(0.1), tokens, tokens, (3, 3), dilate=0)
+        anchor_frames(_frames(0.5), _frames(0.5), _frames(0.1), tokens, tokens, grid=(3, 3))
 
 
 def test_anchor_samples_anchors_every_sample_of_a_group_to_one_context() -> None:
     ctx_tokens = np.zeros(16, dtype=np.int64)
     ids = [[0] * 16, [0] * 5 + [3] + [0] * 10]
     previous = np.full((8, 8, 3), 51, dtype=np.uint8)  # 0.2
-    out = anchor_samples(_frames(0.9, 2), previous, ids, ctx_tokens, GRID, dilate=0)
+    base = np.full((8, 8, 3), 0.5, dtype=np.float32)
+    out = anchor_samples(_frames(0.9, 2), base, previous, ids, ctx_tokens, grid=GRID, dilate=0)
     assert np.allclose(out[0], 0.2)
-    assert np.allclose(out[1, 2:4, 2:4], 0.9)
-    assert np.isclose(out[1].mean(), (4 * 0.9 + 60 * 0.2) / 64)
+    assert np.allclose(out[1, 2:4, 2:4], 0.6)  # 0.2 + (0.9 - 0.5)
+    assert np.isclose(out[1].mean(), (4 * 0.6 + 60 * 0.2) / 64)
     with pytest.raises(ValueError, match="expected \\(G, P\\)"):
-        anchor_samples(_frames(0.9, 1), previous, [0] * 16, ctx_tokens, GRID, dilate=0)  # type: ignore[arg-type]
+        anchor_samples(_frames(0.9, 1), base, previous, [0] * 16, ctx_tokens, grid=GRID, dilate=0)  # type: ignore[arg-type]
 
 
 def test_last_context_tokens_are_the_ids_before_the_last_action_and_bos() -> None:

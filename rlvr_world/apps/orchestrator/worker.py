@@ -304,11 +304,15 @@ class Orchestrator:
         inserts, segment = video_inserts(item)
         net, penalty = self.cfg.video_lpips_net, self.cfg.video_repetition_penalty
         if not inserts:
-            frames = await self._stage("decode", key, item, lambda: self.clients.decode_frames(ids))
-            if self.cfg.video_anchor_dilate is not None:
-                context, grid = video_anchor(item)
+            dilate = self.cfg.video_anchor_dilate
+            context, grid = video_anchor(item) if dilate is not None else (None, (0, 0))
+            todo = ids if context is None else [*ids, context.tolist()]  # + the context's own
+            frames = await self._stage(
+                "decode", key, item, lambda: self.clients.decode_frames(todo)
+            )
+            if context is not None and dilate is not None:
                 frames = anchor_samples(
-                    frames, previous, ids, context, grid, dilate=self.cfg.video_anchor_dilate
+                    frames[:-1], frames[-1], previous, ids, context, grid=grid, dilate=dilate
                 )
             single: list[RewardResult] = await self._stage(
                 "score",
