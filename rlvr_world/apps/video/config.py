@@ -151,8 +151,13 @@ class VideoModelSection(_Section):
 
 
 class VideoMle(_Section):
-    """MLE pre-training of the transformer (teacher forcing on the next frame's tokens)."""
+    """MLE pre-training of the transformer (teacher forcing on the next frame's tokens), or a
+    saved MLE world model (``path``, e.g. ``<run_dir>/model/mle`` of an earlier run with the same
+    data, tokenizer and model settings) used as it is."""
 
+    path: Path | None = Field(
+        default=None, description="a saved world model folder (save_checkpoint); skips MLE"
+    )
     steps: int = Field(default=1500, ge=1, le=10_000_000, description="optimizer steps")
     batch_size: int = Field(default=16, ge=1, le=4096, description="sequences per step")
     lr: float = Field(default=1e-3, gt=0.0, le=1.0, description="peak learning rate")
