@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from rlvr_world.shapes import FRAME_NDIM, FRAMES_NDIM, RGB_CHANNELS
+from rlvr_world.shapes import FRAME_NDIM, FRAMES_NDIM, MATRIX_NDIM, RGB_CHANNELS
 from rlvr_world.tasks.text_game import DATA_SOURCE, Transition, build_compact_prompt, to_verl_row
 
 __all__ = [
@@ -138,6 +138,7 @@ def video_item(
     *,
     inserts: Sequence[Sequence[int]] = (),
     segment_tokens: int = 0,
+    anchor: tuple[Sequence[int], tuple[int, int]] | None = None,
 ) -> PromptItem:
     """A video item: predict the next frame after the laid-out context ``prompt_token_ids``.
 
@@ -149,8 +150,22 @@ def video_item(
     the rollout generates, each of ``segment_tokens`` tokens followed by its forced run
     ``inserts[t]`` (the ground-truth actions), so ``len(inserts) == T``. They are stored as
     ``extra_info.target_frames`` (a list of frames), ``inserts`` and ``segment_tokens``; a
-    single-step item has none of these keys (its JSON is what it always was)."""
+    single-step item has none of these keys (its JSON is what it always was).
+
+    ``anchor`` (single-step only): ``(context_tokens, (rows, cols))``, the last context frame's
+    tokens and the token grid, stored as ``extra_info.anchor_tokens`` / ``anchor_grid`` for
+    context-anchored decoding (``rlvr_world.video.anchor``, ``video_anchor``)."""
     extra: dict[str, Any] = {}
+    if anchor is not None:
+        if inserts or segment_tokens:
+            raise ValueError("anchor: context-anchored decoding is single-step only")
+        tokens, (rows, cols) = anchor
+        if rows < 1 or cols < 1 or len(tokens) != rows * cols:
+            raise ValueError(
+                f"anchor: {len(tokens)} context tokens for a {rows}x{cols} grid (need rows*cols)"
+            )
+        extra["anchor_tokens"] = [int(t) for t in tokens]
+        extra["anchor_grid"] = [int(rows), int(cols)]
     if inserts or segment_tokens:
         frames = np.asarray(target_frame)
         if frames.ndim != FRAMES_NDIM:
@@ -203,6 +218,31 @@ def video_frames(item: PromptItem) -> tuple[np.ndarray, np.ndarray]:
     if len({f.shape for f in frames}) != 1:
         raise ValueError("extra_info.target_frames: frames differ in shape")
     return np.stack(frames), previous
+
+
+def video_anchor(item: PromptItem) -> tuple[np.ndarray, tuple[int, int]]:
+    """``(context_tokens (P,), (rows, cols))`` of a single-step video item built with
+    ``anchor``; ``ValueError`` naming the field when it has none or they do not fit."""
+    tokens = item.extra_info.get("anchor_tokens")
+    grid = item.extra_info.get("anchor_grid")
+    if tokens is None or grid is None:
+        raise ValueError(
+            f"item {item.prompt_id}: no extra_info.anchor_tokens / anchor_grid (built without "
+            "anchor), so it cannot be decoded context-anchored"
+        )
+    if not isinstance(tokens, list) or not all(
+        isinstance(t, int) and not isinstance(t, bool) for t in tokens
+    ):
+        raise ValueError("extra_info.anchor_tokens: expected a list of ints")
+    if (
+        not isinstance(grid, list)
+        or len(grid) != MATRIX_NDIM
+        or not all(isinstance(d, int) and not isinstance(d, bool) and d >= 1 for d in grid)
+    ):
+        raise ValueError(f"extra_info.anchor_grid: expected [rows, cols] >= 1, got {grid!r}")
+    if len(tokens) != grid[0] * grid[1]:
+        raise ValueError(f"extra_info.anchor_tokens: {len(tokens)} tokens for a grid {grid}")
+    return np.asarray(tokens, dtype=np.int64), (grid[0], grid[1])
 
 
 def video_inserts(item: PromptItem) -> tuple[list[list[int]], int]:

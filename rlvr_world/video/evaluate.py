@@ -18,6 +18,9 @@ default: LPIPS needs ImageNet weights that are not shipped). Reported, as means 
   own output space: "nothing moves", through the same tokenizer), and ``raw_copy_*``: for the
   last context frame's pixels (no tokenizer; a tokenized model cannot beat it where the
   tokenizer's own error exceeds the motion between frames);
+* with ``anchor_dilate`` set, every decoded frame (the prediction, ``recon_*``, ``copy_*``) is
+  context-anchored (``rlvr_world.video.anchor``): the last context frame plus the decoded change
+  where the tokens changed, its own pixels elsewhere, so ``copy_*`` equals ``raw_copy_*``;
 * ``per_clip``: every metric per clip, in clip order (``per_clip_copy``: the same of ``copy_*``),
   for paired comparisons across models and seeds.
 
@@ -47,6 +50,7 @@ from rlvr_world.rewards.video import (
     validate_video,
 )
 from rlvr_world.shapes import MATRIX_NDIM
+from rlvr_world.video.anchor import anchor_frames, last_context_tokens
 from rlvr_world.video.data import ClipLike
 from rlvr_world.video.layout import SingleStepVocab, TokenSequence
 from rlvr_world.video.train_mle import clip_arrays, encode_clips
@@ -77,6 +81,14 @@ class EvalConfig(BaseModel):
     repetition_threshold: float = Field(default=1e-3, ge=0, description="copy test, mean |diff|")
     grid_rows: int = Field(default=8, ge=0, description="clips drawn in the PNG grid")
     baselines: bool = Field(default=True, description="also score recon_* and copy_* (2x cost)")
+    anchor_dilate: int | None = Field(
+        default=None,
+        ge=0,
+        le=8,
+        description="context-anchored decoding (rlvr_world.video.anchor): the last context frame "
+        "plus the decoded change where the predicted tokens, grown by this many grid positions, "
+        "changed; None decodes every token",
+    )
 
 
 # --------------------------------------------------------------------------------------------
@@ -206,13 +218,19 @@ def evaluate(  # noqa: PLR0913 (the last three keywords are optional extras)
         [s.input_ids[s.prompt_length : s.prompt_length + per_frame] for s in sequences]
     )
     dims = int(arrays[0][1].shape[-1]) if arrays[0][1].ndim == MATRIX_NDIM else 0
-    last_tokens = prompts[:, -1 - per_frame - dims : -1 - dims]
+    last_tokens = np.array([last_context_tokens(p, per_frame, dims) for p in prompts])
     t_gen = time.perf_counter()
     pred_tokens = sample_frames(model, prompts, per_frame, visual_ids(vocab), cfg)
     gen_s = time.perf_counter() - t_gen
     pred = frame_tokenizer.decode_tokens(pred_tokens, batch_size=cfg.batch_size)
     last = frame_tokenizer.decode_tokens(last_tokens, batch_size=cfg.batch_size)
+    decoded_last = last
     truth = np.stack([frames[-1] for frames, _ in arrays])
+    raw = np.stack([frames[-2] for frames, _ in arrays])
+    if cfg.anchor_dilate is not None:
+        grid, dilate = frame_tokenizer.grid, cfg.anchor_dilate
+        pred = anchor_frames(pred, last, raw, pred_tokens, last_tokens, grid=grid, dilate=dilate)
+        last = anchor_frames(last, last, raw, last_tokens, last_tokens, grid=grid, dilate=dilate)
     model_metrics = score_frames(pred, truth, config, scorers)
     repeats = np.array(
         [
@@ -232,14 +250,24 @@ def evaluate(  # noqa: PLR0913 (the last three keywords are optional extras)
         "token_copy_rate": float((pred_tokens == last_tokens).mean()),
         "perceptual": next(iter(scorers)),
         "sampling": {"temperature": cfg.temperature, "top_k": cfg.top_k, "seed": cfg.seed},
+        "anchor_dilate": cfg.anchor_dilate,
         "generate_s": gen_s,
     }
     if cfg.baselines:
         recon = frame_tokenizer.decode_tokens(truth_tokens, batch_size=cfg.batch_size)
+        if cfg.anchor_dilate is not None:
+            recon = anchor_frames(
+                recon,
+                decoded_last,
+                raw,
+                truth_tokens,
+                last_tokens,
+                grid=frame_tokenizer.grid,
+                dilate=cfg.anchor_dilate,
+            )
         report.update(_means("recon_", score_frames(recon, truth, config, scorers)))
         copied = score_frames(last, truth, config, scorers)
         report.update(_means("copy_", copied))
-        raw = np.stack([frames[-2] for frames, _ in arrays])
         report.update(_means("raw_copy_", score_frames(raw, truth, config, scorers)))
         report["per_clip_copy"] = _per_clip(copied)
     report["seconds"] = time.perf_counter() - t0

@@ -17,12 +17,14 @@ No BOS/EOS appear in the sequence. The prompt is ``ctx d1 a1``; the response is 
 token. During rollout the model samples the ``Pd`` dynamics tokens of a block and the ground-truth
 action tokens are appended, so the per-response-token ``loss_mask`` is 0 on those actions.
 
-This module only lays out integer ids; it neither tokenizes frames nor quantises actions (see
-:mod:`rlvr_world.video.actions`).
+``generated_frames`` reads a multi-step rollout back: the generated frames without the forced
+action runs. This module only lays out integer ids; it neither tokenizes frames nor quantises
+actions (see :mod:`rlvr_world.video.actions`).
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -255,3 +257,35 @@ def multi_step_frames(
             f"({tokens_per_frame} frame + {action_dims} action tokens)"
         )
     return resp.reshape(-1, block)[:, :tokens_per_frame].astype(np.int64)
+
+
+def generated_frames(
+    token_ids: Sequence[int], inserted: Sequence[bool], steps: int, segment_tokens: int
+) -> list[list[int]]:
+    """The ``steps`` generated frames (``segment_tokens`` ids each) of an interleaved sample.
+
+    The forced tokens are dropped by the rollout's ``inserted`` flags; without flags the sample
+    is read as ``steps`` blocks of a segment and its forced run (``multi_step_frames``
+    cuts the same way). ``ValueError`` when the generated count is not ``steps * segment_tokens``.
+    """
+    if inserted:
+        if len(inserted) != len(token_ids):
+            raise ValueError(
+                f"inserted: {len(inserted)} flags for {len(token_ids)} tokens of a sample"
+            )
+        kept = [int(t) for t, forced in zip(token_ids, inserted, strict=True) if not forced]
+    else:
+        block, rest = divmod(len(token_ids), steps)
+        if rest or block < segment_tokens:
+            raise ValueError(
+                f"sample: {len(token_ids)} tokens do not split into {steps} blocks of "
+                f"{segment_tokens} generated tokens and a forced run"
+            )
+        kept = [
+            int(t) for s in range(steps) for t in token_ids[s * block : s * block + segment_tokens]
+        ]
+    if len(kept) != steps * segment_tokens:
+        raise ValueError(
+            f"sample: {len(kept)} generated tokens, expected {steps} frames of {segment_tokens}"
+        )
+    return [kept[s * segment_tokens : (s + 1) * segment_tokens] for s in range(steps)]

@@ -101,3 +101,45 @@ def _check_files(tmp_path: Path, cfg: VideoPipelineConfig, summary: dict[str, An
     assert summary["eval"]["rlvr"]["sampling"]["temperature"] == tuned["chosen"]["temperature"]
     assert summary["eval"]["mle_shuffled_actions"]["n_clips"] == cfg.eval.clips
     assert "## Headline: RLVR against continued MLE" in report
+
+
+def test_video_run_with_context_anchored_frames(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The smoke run with ``model.anchor_dilate: 0``: the RL reward scores anchored frames (the
+    orchestrator decodes each group's context tokens with it and anchors before scoring), every
+    evaluation is anchored, and copying the last frame's tokens is then its pixels exactly."""
+    monkeypatch.delenv(REDIS_URL_ENV, raising=False)
+    monkeypatch.setenv("PYTHONPATH", str(REPO))
+    monkeypatch.setenv("SDL_VIDEODRIVER", "dummy")
+    overrides = {
+        "run.run_dir": str(tmp_path),
+        "run.seeds": 1,
+        "model.anchor_dilate": 0,
+        "rl.balance_prompts": 0,
+        "data.validation": 0,
+        "eval.candidates": [],
+        "eval.temperature": 0.0,
+        "eval.shuffled_actions": False,
+    }
+    cfg = load_video_config(REPO / "configs" / "video" / "smoke.yaml", overrides)
+    summary = run_video_pipeline(cfg, "smoke.yaml")
+
+    rl = summary["rl"]["by_seed"]["0"]
+    assert summary["rl"]["trainer_exit"] == 0
+    events = read_ledger(tmp_path / "seed0" / "ledger.jsonl")
+    # no prompt failed but those still in flight when the run stopped
+    failed = [e["reason"] for e in events if e["event"] == "failed"]
+    assert len(failed) == rl["failed"] and all(r.startswith("cancelled") for r in failed), failed
+    pushed = [e for e in events if e["event"] == "pushed"]
+    assert len(pushed) >= cfg.rl.steps * cfg.rl.groups_per_step
+    assert all(s == "ok" for e in pushed for s in e["statuses"])  # anchored and scored
+    for report in summary["eval"].values():
+        assert report["anchor_dilate"] == 0
+    mle = summary["eval"]["mle"]
+    for key in ("reward", "l1", "psnr"):
+        assert mle[f"copy_{key}"] == pytest.approx(mle[f"raw_copy_{key}"]), key
+    head = summary["headline"]
+    assert head["baselines"]["copy_last_frame"] == pytest.approx(
+        head["baselines"]["copy_last_frame_pixels"]
+    )

@@ -156,6 +156,23 @@ def test_evaluate_reports_metrics_baselines_and_grid(tmp_path: Path) -> None:
     assert again["l1"] == report["l1"] and again["reward"] == report["reward"]
     assert "copy_l1" not in again and "recon_l1" not in again and "per_clip_copy" not in again
     assert again["per_clip"] == report["per_clip"]
+    # anchored: "copy" is the raw last frame exactly, and so is the true frame's reconstruction
+    # here (true = last context frame: its tokens equal the context's, nothing is decoded)
+    anchored = evaluate(
+        tiny_model(),
+        tok,
+        clips,
+        cfg.model_copy(update={"anchor_dilate": 0}),
+        vocab=VOCAB,
+        quantizer=quantizer,
+        perceptual=perceptual,
+        sequences=sequences,
+    )
+    assert anchored["anchor_dilate"] == 0 and report["anchor_dilate"] is None
+    for key in ("l1", "mse", "psnr", "reward"):
+        assert anchored[f"copy_{key}"] == pytest.approx(anchored[f"raw_copy_{key}"]), key
+        assert anchored[f"recon_{key}"] == pytest.approx(anchored[f"raw_copy_{key}"]), key
+    assert anchored["copy_l1"] == 0.0
 
 
 @pytest.mark.slow

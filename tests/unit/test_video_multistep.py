@@ -11,7 +11,6 @@ import pytest
 import torch
 from pydantic import ValidationError
 
-from rlvr_world.apps.orchestrator.worker import generated_frames
 from rlvr_world.apps.video.config import VideoPipelineConfig
 from rlvr_world.items import (
     load_items,
@@ -23,7 +22,7 @@ from rlvr_world.items import (
 from rlvr_world.video.actions import ActionQuantizer
 from rlvr_world.video.data import Episode, clips
 from rlvr_world.video.evaluate import EvalConfig
-from rlvr_world.video.layout import IGNORE_INDEX
+from rlvr_world.video.layout import IGNORE_INDEX, generated_frames
 from rlvr_world.video.multistep import (
     clip_length,
     context_clip_pairs,

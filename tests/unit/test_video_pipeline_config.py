@@ -69,6 +69,9 @@ def test_video_config_refuses_bad_values_and_unknown_fields(tmp_path: Path) -> N
         "rl: {group_size: 1}": "group_size",
         "mle: {stepz: 3}": "stepz",
         "task: text_game": "task",
+        "model: {anchor_dilate: -1}": "anchor_dilate",
+        "model: {layout: multi_step, anchor_dilate: 1}": "single-step only",
+        "model: {anchor_dilate: 1}\nrl: {balance_prompts: 4}": "cannot be combined",
     }
     for text, message in bad.items():
         path = tmp_path / "c.yaml"
@@ -92,6 +95,9 @@ def test_generated_trainer_and_orchestrator_configs_validate(tmp_path: Path) -> 
     assert orch.allowed_tokens == (0, 16) and orch.ignore_eos and orch.max_tokens == 64
     assert orch.video_weights == {"l1": 1.0, "stlpips": 1.0}
     assert orch.seed == 0 and orch.video_repetition_penalty == 0.0
+    assert orch.video_anchor_dilate is None
+    anchored = cfg.model_copy(update={"model": cfg.model.model_copy(update={"anchor_dilate": 1})})
+    assert orchestrator_config(anchored, 64, vocab).video_anchor_dilate == 1
 
 
 def test_a_run_seed_reaches_the_trainer_and_the_sampler(tmp_path: Path) -> None:
@@ -141,3 +147,37 @@ def test_default_config_is_the_cpu_demo_size() -> None:
     cfg = VideoPipelineConfig()
     assert cfg.data.image_size == 64 and cfg.rl.weights == {"l1": 1.0, "stlpips": 1.0}
     assert math.isclose(cfg.baseline.lr, 1e-4)
+
+
+def test_a_saved_mle_model_is_used_as_it_is_or_refused_when_it_does_not_fit(
+    tmp_path: Path,
+) -> None:
+    import json
+    from types import SimpleNamespace
+
+    from rlvr_world.apps.video.pipeline import VideoRun
+    from rlvr_world.video.layout import SingleStepVocab
+    from rlvr_world.video.world_model import VIDEO_JSON, WorldModelSpec
+
+    vocab = SingleStepVocab(visual_codes=16, action_bins=8)
+    saved = tmp_path / "mle"
+    saved.mkdir()
+    spec = WorldModelSpec(vocab=vocab, tokens_per_frame=4, context_length=1)
+    (saved / VIDEO_JSON).write_text(json.dumps(spec.to_dict()))
+    cfg = load_video_config(
+        REPO / "configs" / "video" / "smoke.yaml",
+        {"run.run_dir": str(tmp_path / "run"), "mle.path": str(saved), "model.context_length": 1},
+    )
+    run = VideoRun(cfg)
+    fits = SimpleNamespace(vocab=vocab, tokens_per_frame=4)
+    assert run.mle(fits) == saved  # type: ignore[arg-type]
+    assert run.summary["mle"] == {"path": str(saved), "trained": False}
+    other = SimpleNamespace(
+        vocab=SingleStepVocab(visual_codes=32, action_bins=8), tokens_per_frame=4
+    )
+    with pytest.raises(ValueError, match="do not match this run's tokenizer"):
+        run.mle(other)  # type: ignore[arg-type]
+    with pytest.raises(FileNotFoundError, match="not a world-model directory"):
+        VideoRun(cfg.model_copy(update={"mle": cfg.mle.model_copy(update={"path": tmp_path})})).mle(
+            fits  # type: ignore[arg-type]
+        )

@@ -98,6 +98,10 @@ def test_headlines_pair_rlvr_with_the_control_over_clips_and_seeds() -> None:
     head, terms = headlines(start, control, rlvr, seeds=[0, 1], perceptual="stlpips")
     assert head["metric"] == "reward -(L1 + stlpips)" and head["n"] == 3
     assert head["seeds"] == [0, 1] and head["copy_last_frame"] == -1.0
+    assert "copy_last_frame_pixels" not in head["baselines"]  # the report had no raw_copy_*
+    with_pixels = {**start, "raw_copy_reward": 9.0}
+    head_px, _ = headlines(with_pixels, control, rlvr, seeds=[0, 1], perceptual="stlpips")
+    assert head_px["baselines"] == {"copy_last_frame": -1.0, "copy_last_frame_pixels": 9.0}
     assert head["control"] == pytest.approx(3.0) and head["rlvr"] == pytest.approx(4.0)
     assert head["ci95"] == pytest.approx([1.0, 1.0])
     assert set(terms) == {"stlpips", "l1", "mse", "psnr", "ssim"}

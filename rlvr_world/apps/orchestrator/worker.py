@@ -56,10 +56,12 @@ from rlvr_world.apps.orchestrator.ledger import Ledger
 from rlvr_world.apps.orchestrator.metrics import OrchestratorMetrics
 from rlvr_world.apps.orchestrator.retry import Backoff, RetriesExhausted, grpc_reason, retry_async
 from rlvr_world.client import RewardServiceUnavailable
-from rlvr_world.items import PromptItem, video_frames, video_inserts
+from rlvr_world.items import PromptItem, video_anchor, video_frames, video_inserts
 from rlvr_world.queue.schema import ScoredGroup, ScoredSample
 from rlvr_world.queue.stream import Producer, QueueFull
 from rlvr_world.rewards.types import InvalidInput, RewardResult, Status
+from rlvr_world.video.anchor import anchor_samples
+from rlvr_world.video.layout import generated_frames
 
 logger = logging.getLogger(__name__)
 
@@ -99,6 +101,9 @@ class OrchestratorConfig(BaseModel):
     )
     video_repetition_penalty: float = Field(
         default=0.0, ge=0.0, le=100.0, description="video reward: penalty per copied frame"
+    )
+    video_anchor_dilate: int | None = Field(
+        default=None, ge=0, le=8, description="single-step video: rlvr_world.video.anchor's dilate"
     )
     attempts: int = Field(default=10, ge=1, le=1000, description="tries per stage")
     backoff_initial_s: float = Field(default=0.2, ge=0.0, le=60.0, description="first wait")
@@ -181,38 +186,6 @@ def to_sample(
         loss_mask=loss_mask,
         truncated=truncated,
     )
-
-
-def generated_frames(
-    token_ids: Sequence[int], inserted: Sequence[bool], steps: int, segment_tokens: int
-) -> list[list[int]]:
-    """The ``steps`` generated frames (``segment_tokens`` ids each) of an interleaved sample.
-
-    The forced tokens are dropped by the rollout's ``inserted`` flags; without flags the sample
-    is read as ``steps`` blocks of a segment and its forced run (``layout.multi_step_frames``
-    cuts the same way). ``ValueError`` when the generated count is not ``steps * segment_tokens``.
-    """
-    if inserted:
-        if len(inserted) != len(token_ids):
-            raise ValueError(
-                f"inserted: {len(inserted)} flags for {len(token_ids)} tokens of a sample"
-            )
-        kept = [int(t) for t, forced in zip(token_ids, inserted, strict=True) if not forced]
-    else:
-        block, rest = divmod(len(token_ids), steps)
-        if rest or block < segment_tokens:
-            raise ValueError(
-                f"sample: {len(token_ids)} tokens do not split into {steps} blocks of "
-                f"{segment_tokens} generated tokens and a forced run"
-            )
-        kept = [
-            int(t) for s in range(steps) for t in token_ids[s * block : s * block + segment_tokens]
-        ]
-    if len(kept) != steps * segment_tokens:
-        raise ValueError(
-            f"sample: {len(kept)} generated tokens, expected {steps} frames of {segment_tokens}"
-        )
-    return [kept[s * segment_tokens : (s + 1) * segment_tokens] for s in range(steps)]
 
 
 class Orchestrator:
@@ -331,7 +304,16 @@ class Orchestrator:
         inserts, segment = video_inserts(item)
         net, penalty = self.cfg.video_lpips_net, self.cfg.video_repetition_penalty
         if not inserts:
-            frames = await self._stage("decode", key, item, lambda: self.clients.decode_frames(ids))
+            dilate = self.cfg.video_anchor_dilate
+            context, grid = video_anchor(item) if dilate is not None else (None, (0, 0))
+            todo = ids if context is None else [*ids, context.tolist()]  # + the context's own
+            frames = await self._stage(
+                "decode", key, item, lambda: self.clients.decode_frames(todo)
+            )
+            if context is not None and dilate is not None:
+                frames = anchor_samples(
+                    frames[:-1], frames[-1], previous, ids, context, grid=grid, dilate=dilate
+                )
             single: list[RewardResult] = await self._stage(
                 "score",
                 key,

@@ -118,11 +118,21 @@ class VideoModelSection(_Section):
     heads: int = Field(default=4, ge=1, le=256, description="attention heads")
     action_bins: int = Field(default=256, ge=2, le=65536, description="bins per action dim")
     seed: int = Field(default=0, ge=0, description="initialisation seed, added to run.seed")
+    anchor_dilate: int | None = Field(
+        default=None,
+        ge=0,
+        le=8,
+        description="context-anchored frames (rlvr_world.video.anchor), in every evaluation and "
+        "in the RL reward: the last context frame's pixels where the predicted tokens, grown by "
+        "this many grid positions, equal its tokens; null decodes every token (single-step only)",
+    )
 
     @model_validator(mode="after")
     def _layout(self) -> Self:
         if self.layout == "single_step" and "segment_frames" in self.model_fields_set:
             raise ValueError("model.segment_frames: only used with model.layout multi_step")
+        if self.layout == "multi_step" and self.anchor_dilate is not None:
+            raise ValueError("model.anchor_dilate: context-anchored frames are single-step only")
         if self.layout == "single_step" and self.context_range is not None:
             raise ValueError("model.context_range: only used with model.layout multi_step")
         if self.layout == "multi_step" and "context_length" in self.model_fields_set:
@@ -141,8 +151,13 @@ class VideoModelSection(_Section):
 
 
 class VideoMle(_Section):
-    """MLE pre-training of the transformer (teacher forcing on the next frame's tokens)."""
+    """MLE pre-training of the transformer (teacher forcing on the next frame's tokens), or a
+    saved MLE world model (``path``, e.g. ``<run_dir>/model/mle`` of an earlier run with the same
+    data, tokenizer and model settings) used as it is."""
 
+    path: Path | None = Field(
+        default=None, description="a saved world model folder (save_checkpoint); skips MLE"
+    )
     steps: int = Field(default=1500, ge=1, le=10_000_000, description="optimizer steps")
     batch_size: int = Field(default=16, ge=1, le=4096, description="sequences per step")
     lr: float = Field(default=1e-3, gt=0.0, le=1.0, description="peak learning rate")
@@ -293,6 +308,11 @@ class VideoPipelineConfig(_Section):
             raise ValueError(
                 "eval.candidates: tuning the sampling needs validation episodes "
                 "(data.validation > 0), never the test clips"
+            )
+        if self.model.anchor_dilate is not None and self.rl.balance_prompts:
+            raise ValueError(
+                "rl.balance_prompts: the reward balancing samples unanchored frames; it cannot "
+                "be combined with model.anchor_dilate"
             )
         if self.data.source == "pusht" and self.data.steps + 1 < frames:
             what = (

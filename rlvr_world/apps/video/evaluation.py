@@ -101,6 +101,7 @@ def evaluate_saved(
         baselines=baselines,
         perceptual=perceptual.metric,
         net=perceptual.net,
+        anchor_dilate=cfg.model.anchor_dilate,
     )
     if cfg.model.layout == "multi_step":
         if not isinstance(vocab, MultiStepVocab):
@@ -181,6 +182,9 @@ def headlines(
 
     def one(key: str, higher: bool) -> dict[str, Any]:
         copy = np.array(start["per_clip_copy"][key], dtype=np.float64)
+        # the last frame's own pixels, no tokenizer (single-step reports have it)
+        raw = start.get(f"raw_copy_{key}")
+        pixels = {} if raw is None else {"copy_last_frame_pixels": float(raw)}
         scores = {
             "start": _table([start], key),
             "control": _table(control, key),
@@ -191,7 +195,7 @@ def headlines(
             seeds,
             scores,
             higher_is_better=higher,
-            baselines={"copy_last_frame": float(copy.mean())},
+            baselines={"copy_last_frame": float(copy.mean()), **pixels},
             control_budget="wall_time",
         ).to_dict()
         # the headline names the trivial baseline at the top level too

@@ -163,6 +163,8 @@ class VideoRun:
         from rlvr_world.video.world_model import WorldModelSpec, build_world_model
 
         m, c, seed = self.cfg.mle, self.cfg.model, self.cfg.run.seed
+        if m.path is not None:
+            return self.saved_mle(s, m.path)
         torch.set_num_threads(m.torch_threads)
         length = len(s.train_sequences[0].input_ids)
         model = build_world_model(
@@ -197,6 +199,25 @@ class VideoRun:
         path = save_checkpoint(self.run_dir / "model" / "mle", model, spec, result)
         self.summary["mle"] = result.summary()
         self._phase("mle", time.perf_counter() - t0, result.summary())
+        return path
+
+    def saved_mle(self, s: VideoSetup, path: Path) -> Path:
+        """``mle.path`` checked against this run's vocabulary and frame size, unchanged."""
+        from rlvr_world.video.world_model import read_spec
+
+        spec = read_spec(path)
+        context = 1 if self.multi_step else self.cfg.model.context_length
+        if (spec.vocab, spec.tokens_per_frame, spec.context_length) != (
+            s.vocab,
+            s.tokens_per_frame,
+            context,
+        ):
+            raise ValueError(
+                f"mle.path {path}: its vocabulary, {spec.tokens_per_frame} tokens per frame or "
+                f"{spec.context_length} context frames do not match this run's tokenizer and "
+                f"model settings ({s.tokens_per_frame} tokens per frame, {context} context frames)"
+            )
+        self.summary["mle"] = {"path": str(path), "trained": False}
         return path
 
     # ------------------------------------------------------------ 4. RLVR
@@ -247,8 +268,13 @@ class VideoRun:
         the trainer's last checkpoint and the phase's seconds (trainer start to exit)."""
         out_dir = self.seed_dir(seed)
         out_dir.mkdir(parents=True, exist_ok=True)
+        anchored = self.cfg.model.anchor_dilate is not None
         items = rl_phase.rl_items(
-            s.train_clips, s.train_sequences, s.tokens_per_frame, self.multi_step
+            s.train_clips,
+            s.train_sequences,
+            s.tokens_per_frame,
+            self.multi_step,
+            anchor=(s.frame_tokenizer.grid, s.quantizer.dims) if anchored else None,
         )
         metric = s.perceptual.metric
         out = await rl_phase.run_rl(

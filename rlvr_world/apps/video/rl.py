@@ -34,6 +34,7 @@ from rlvr_world.queue.server import start_embedded
 from rlvr_world.rewards.types import Status
 from rlvr_world.rewards.video import PERCEPTUAL_METRICS
 from rlvr_world.runlog import JsonlLog
+from rlvr_world.video.anchor import last_context_tokens
 from rlvr_world.video.data import ClipArrays
 from rlvr_world.video.layout import LayoutVocab, TokenSequence
 from rlvr_world.video.world_model import visual_ids
@@ -56,8 +57,13 @@ def rl_items(
     sequences: Sequence[TokenSequence],
     tokens_per_frame: int,
     multi_step: bool,
+    *,
+    anchor: tuple[tuple[int, int], int] | None = None,
 ) -> list[PromptItem]:
-    """One prompt item per train clip: the next frame, or the multi-step rollout of the clip."""
+    """One prompt item per train clip: the next frame, or the multi-step rollout of the clip.
+    ``anchor`` (single-step): ``((rows, cols), action_dims)``, the token grid and the action ids
+    per step; each item then carries its last context frame's tokens for context-anchored
+    frames (``rlvr_world.video.anchor``)."""
     if multi_step:
         from rlvr_world.video.multistep import multistep_item
 
@@ -72,6 +78,9 @@ def rl_items(
             frames[-1],
             frames[-2],
             target_tokens=seq.response_ids[:tokens_per_frame],
+            anchor=None
+            if anchor is None
+            else (last_context_tokens(seq.prompt_ids, tokens_per_frame, anchor[1]), anchor[0]),
         )
         for i, ((frames, _), seq) in enumerate(zip(clips, sequences, strict=True))
     ]
@@ -132,6 +141,7 @@ def orchestrator_config(
         video_weights=weights,
         video_lpips_net=cfg.eval.net if perceptual else "",
         video_repetition_penalty=rl.repetition_penalty,
+        video_anchor_dilate=cfg.model.anchor_dilate,
     )
 
 
