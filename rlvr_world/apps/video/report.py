@@ -275,7 +275,8 @@ def headline_lines(summary: Mapping[str, Any]) -> list[str]:
         f"## Headline: RLVR against continued MLE ({head['n']} held-out clips, seeds "
         f"{head['seeds']})",
         "",
-        "| metric | MLE start | continued MLE | RLVR | copy last frame | 95% CI of RLVR - MLE |",
+        "| metric | MLE start | continued MLE | RLVR | copy last frame "
+        "| 95% CI of RLVR - continued MLE |",
         "|---|---|---|---|---|---|",
     ]
     for h in rows:
@@ -325,7 +326,7 @@ def write_video_report(run_dir: Path, summary: Mapping[str, Any], extras: Sequen
         n = next(iter(evals.values())).get("n_clips", 0)
         multi = summary.get("model", {}).get("layout") == "multi_step"
         what = "multi-step rollouts (true actions inserted)" if multi else "next-frame prediction"
-        lines += ["", f"## Held-out {what} ({n} clips, sampled)", ""]
+        lines += ["", f"## Held-out {what} ({n} clips, the sampling above)", ""]
         lines += metrics_table(evals, summary.get("perceptual", {}).get("metric", "stlpips"))
     links = [Path(os.path.relpath(Path(e).resolve(), run_dir.resolve())) for e in extras]
     lines += [""] + [f"![{link.stem}]({link.as_posix()})" for link in links]
