@@ -228,19 +228,31 @@ async def run_grpo(  # noqa: PLR0913 (settings, items, and the live supervisor, 
         raise ValueError(f"the trainer process must be named {TRAINER!r}, not {trainer.name!r}")
     registry = CollectorRegistry()
     producer = Producer(redis.client, StreamNames(), rl.stream_bound, QueueMetrics(registry))
-    feed = _feed(
-        rl,
-        orchestrator,
-        items,
-        sup=sup,
-        addrs=addrs,
-        redis=redis,
-        producer=producer,
-        registry=registry,
-        seed=seed,
-        run_dir=run_dir,
-        progress=progress,
-    )
+
+    async def run_feed() -> RunStats:
+        clients = ServiceClients(addrs.rollout, addrs.decoder, addrs.reward)
+        ledger = Ledger(run_dir / "ledger.jsonl")
+        orch = Orchestrator(
+            orchestrator,
+            clients,
+            producer=producer,
+            ledger=ledger,
+            metrics=OrchestratorMetrics(registry),
+            latest_version=lambda: latest_version(redis),
+            progress=progress,
+        )
+        try:
+            return await orch.run(
+                requests_forever(items, seed),
+                stop=lambda: not sup.alive(TRAINER),
+                total=rl.total_groups,
+            )
+        finally:
+            producer.close()  # pushes still waiting in threads of cancelled prompts end now
+            ledger.close()
+            await clients.close()
+
+    feed = run_feed()
     if trainer is None:
         return await feed
     if TRAINER not in sup:  # not launched earlier (e.g. beside the services)
@@ -261,43 +273,6 @@ async def run_grpo(  # noqa: PLR0913 (settings, items, and the live supervisor, 
         raise
     await ready  # ProcessFailed when the trainer exited before it was ready (the feed then ended)
     return stats
-
-
-async def _feed(  # noqa: PLR0913 (run_grpo's arguments)
-    rl: RlSection,
-    orchestrator: OrchestratorConfig,
-    items: Sequence[PromptItem],
-    *,
-    sup: Supervisor,
-    addrs: Addresses,
-    redis: RedisHandle,
-    producer: Producer,
-    registry: CollectorRegistry,
-    seed: int,
-    run_dir: Path,
-    progress: bool,
-) -> RunStats:
-    clients = ServiceClients(addrs.rollout, addrs.decoder, addrs.reward)
-    ledger = Ledger(run_dir / "ledger.jsonl")
-    orch = Orchestrator(
-        orchestrator,
-        clients,
-        producer=producer,
-        ledger=ledger,
-        metrics=OrchestratorMetrics(registry),
-        latest_version=lambda: latest_version(redis),
-        progress=progress,
-    )
-    try:
-        return await orch.run(
-            requests_forever(items, seed),
-            stop=lambda: not sup.alive(TRAINER),
-            total=rl.total_groups,
-        )
-    finally:
-        producer.close()  # pushes still waiting in threads of cancelled prompts end now
-        ledger.close()
-        await clients.close()
 
 
 def first_request_time(ledger: Path) -> float | None:
