@@ -139,3 +139,34 @@ def anchor_samples(
         grid=grid,
         dilate=dilate,
     )
+
+
+def hold_unchanged(
+    tokens: NDArray[np.integer[Any]],
+    frames: NDArray[np.uint8],
+    grid: tuple[int, int],
+    below: int,
+) -> NDArray[np.int64]:
+    """A clip's tokens ``(T, rows * cols)`` with each patch whose pixels changed by at most
+    ``below`` (largest absolute channel difference) since the previous frame given the previous
+    frame's token there: the target of a still patch is "unchanged", not the token the encoder's
+    receptive field gave it because a neighbouring patch moved. Frame 0 keeps its tokens; held
+    tokens carry on through later still frames."""
+    toks = np.array(tokens, dtype=np.int64)
+    imgs = np.asarray(frames)
+    rows, cols = grid
+    if toks.ndim != _TOKENS_NDIM or toks.shape[1] != rows * cols:
+        raise ValueError(f"tokens: expected (T, {rows * cols}), got {toks.shape}")
+    if imgs.ndim != _FRAMES_NDIM or imgs.shape[0] != toks.shape[0]:
+        raise ValueError(f"frames: expected ({toks.shape[0]}, H, W, 3), got {imgs.shape}")
+    height, width = imgs.shape[1:3]
+    if height % rows or width % cols:
+        raise ValueError(f"grid {grid} does not divide frames of {height}x{width}")
+    if below < 0:
+        raise ValueError(f"below: expected >= 0, got {below}")
+    ph, pw = height // rows, width // cols
+    diff = np.abs(imgs[1:].astype(np.int16) - imgs[:-1].astype(np.int16)).max(axis=-1)
+    moved = diff.reshape(-1, rows, ph, cols, pw).max(axis=(2, 4)).reshape(-1, rows * cols) > below
+    for t in range(1, toks.shape[0]):
+        toks[t] = np.where(moved[t - 1], toks[t], toks[t - 1])
+    return toks

@@ -32,6 +32,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
 from rlvr_world.shapes import MATRIX_NDIM
+from rlvr_world.video.anchor import hold_unchanged
 from rlvr_world.video.data import Clip, ClipLike
 from rlvr_world.video.layout import SingleStepVocab, TokenSequence, single_step
 
@@ -304,13 +305,15 @@ def encode_clips(
     vocab: SingleStepVocab,
     *,
     batch_size: int = 64,
+    hold_below: int | None = None,
 ) -> list[TokenSequence]:
     """Single-step ``TokenSequence``s of clips (``data.Clip`` or pairs ``(frames uint8 (C+1,H,W,3),
     actions (C,D))``).
 
     ``tokenizer`` is a ``FrameTokenizer`` (``encode_frames``), ``quantizer`` an ``ActionQuantizer``
     or None when the clips have no actions (D = 0). Frames shared by overlapping clips (same
-    bytes) are encoded once."""
+    bytes) are encoded once. ``hold_below``: patches that changed by at most this many pixel
+    levels keep the previous frame's token within each clip (``anchor.hold_unchanged``)."""
     if not clips:
         return []
     arrays = [clip_arrays(c) for c in clips]
@@ -325,6 +328,9 @@ def encode_clips(
             if quantizer is not None
             else np.zeros((n - 1, 0), dtype=np.int64)
         )
-        out.append(single_step(tokens[at : at + n], bins, vocab))
+        clip_tokens = tokens[at : at + n]
+        if hold_below is not None:
+            clip_tokens = hold_unchanged(clip_tokens, frames_i, tokenizer.grid, hold_below)
+        out.append(single_step(clip_tokens, bins, vocab))
         at += n
     return out

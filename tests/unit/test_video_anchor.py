@@ -12,6 +12,7 @@ from rlvr_world.video.anchor import (
     anchor_frames,
     anchor_samples,
     changed_mask,
+    hold_unchanged,
     last_context_tokens,
 )
 
@@ -163,3 +164,27 @@ def test_video_items_carry_their_anchor_and_refuse_a_wrong_one() -> None:
     broken.extra_info["anchor_tokens"] = [1.5] * 16
     with pytest.raises(ValueError, match="list of ints"):
         video_anchor(broken)
+
+
+def test_hold_unchanged_carries_tokens_through_still_frames_and_refuses_bad_shapes() -> None:
+    frames = np.zeros((3, 8, 8, 3), dtype=np.uint8)
+    frames[1, 0:2, 0:2] = 200  # frame 1: grid position (0, 0) moves
+    frames[2] = frames[1]  # frame 2: nothing moves
+    frames[2, 6:8, 6:8] = 5  # ... except 5 levels at (3, 3)
+    tokens = np.arange(48).reshape(3, 16)
+    held = hold_unchanged(tokens, frames, GRID, below=4)
+    np.testing.assert_array_equal(held[0], tokens[0])
+    assert held[1, 0] == tokens[1, 0] and (held[1, 1:] == tokens[0, 1:]).all()
+    # frame 2 holds frame 1's *held* tokens, apart from the patch that moved by 5 > 4
+    np.testing.assert_array_equal(held[2, :15], held[1, :15])
+    assert held[2, 15] == tokens[2, 15]
+    assert hold_unchanged(tokens, frames, GRID, below=5)[2, 15] == tokens[0, 15]
+    bad = {
+        "tokens": (tokens[:, :15], frames, GRID, 0),
+        "frames": (tokens, frames[:2], GRID, 0),
+        "does not divide": (tokens.reshape(3, 16), frames[:, :7], (4, 4), 0),
+        "below": (tokens, frames, GRID, -1),
+    }
+    for message, args in bad.items():
+        with pytest.raises(ValueError, match=message):
+            hold_unchanged(*args)

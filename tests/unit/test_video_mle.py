@@ -155,3 +155,31 @@ def test_encode_clips_shares_frames_of_overlapping_clips() -> None:
     for s, seq in enumerate(sequences):
         expected = single_step(direct[s : s + 3], quantizer.tokens(actions[s : s + 2]), vocab)
         assert seq == expected
+
+
+def test_encode_clips_holds_the_tokens_of_still_patches() -> None:
+    """A 2x2 token grid over 16x16 frames: only the top-left patch moves between the frames, so
+    with ``hold_below`` the other three keep frame 0's tokens even where the encoder (whose
+    receptive field spans patches) gave them new ones."""
+    tok = FrameTokenizer(
+        TokenizerConfig(image_size=16, channels=(8, 8, 16), downsample=8, levels=(4, 4))
+    )
+    vocab = SingleStepVocab(visual_codes=tok.codebook_size, action_bins=8)
+    rng = np.random.default_rng(1)
+    first = rng.integers(0, 255, size=(16, 16, 3), dtype=np.uint8)
+    second = first.copy()
+    second[:8, :8] = 255 - second[:8, :8]  # the top-left patch changes a lot
+    second[8:, 8:] = np.clip(second[8:, 8:].astype(int) + 3, 0, 255)  # bottom-right: +3 levels
+    frames = np.stack([first, second])
+    clip = [(frames, np.zeros((1, 2)))]
+    quantizer = ActionQuantizer(np.array([[-1.0, 1.0], [-1.0, 1.0]]), bins=8)
+    raw = tok.encode_frames(frames)
+    held = encode_clips(clip, tok, quantizer, vocab, hold_below=8)[0]
+    target = held.input_ids[held.prompt_length : held.prompt_length + 4]
+    assert target == [int(raw[1, 0]), int(raw[0, 1]), int(raw[0, 2]), int(raw[0, 3])]
+    # At 2 levels the bottom-right patch counts as moved and keeps its own new token.
+    strict = encode_clips(clip, tok, quantizer, vocab, hold_below=2)[0]
+    assert strict.input_ids[strict.prompt_length + 3] == int(raw[1, 3])
+    assert encode_clips(clip, tok, quantizer, vocab)[0] == single_step(
+        raw, quantizer.tokens(np.zeros((1, 2))), vocab
+    )

@@ -72,6 +72,11 @@ def test_video_config_refuses_bad_values_and_unknown_fields(tmp_path: Path) -> N
         "model: {anchor_dilate: -1}": "anchor_dilate",
         "model: {layout: multi_step, anchor_dilate: 1}": "single-step only",
         "model: {anchor_dilate: 1}\nrl: {balance_prompts: 4}": "cannot be combined",
+        "data: {source: npz, dir: x, actions: agent_relative}": "only PushT recordings",
+        "data: {actions: relative}": "actions",
+        "tokenizer: {hold_below: 8}\nmodel: {layout: multi_step}": "single-step only",
+        "tokenizer: {hold_below: 256}": "hold_below",
+        "data: {actions: agent_relative, relative_range: 0}": "relative_range",
     }
     for text, message in bad.items():
         path = tmp_path / "c.yaml"
@@ -120,6 +125,34 @@ def test_a_run_seed_reaches_the_trainer_and_the_sampler(tmp_path: Path) -> None:
     assert one.video_repetition_penalty == 0.5
     no_perceptual = cfg.model_copy(update={"rl": cfg.rl.model_copy(update={"weights": {"l1": 1}})})
     assert orchestrator_config(no_perceptual, 64, vocab).video_lpips_net == ""
+
+
+def test_agent_relative_actions_are_the_moves_asked_for(tmp_path: Path) -> None:
+    from rlvr_world.apps.video.config import VideoData
+    from rlvr_world.apps.video.episodes import action_ranges, agent_relative, run_episodes
+    from rlvr_world.video.data import Episode
+
+    frames = np.zeros((3, 8, 8, 3), dtype=np.uint8)
+    actions = np.array([[100.0, 200.0], [300.0, 50.0]], dtype=np.float32)
+    pos = np.array([[90.0, 210.0], [120.0, 190.0], [280.0, 60.0]])
+    moves = agent_relative(Episode(frames, actions, "t"), pos)
+    np.testing.assert_allclose(moves.actions, [[10.0, -10.0], [180.0, -140.0]])
+    assert moves.actions.dtype == np.float32 and moves.frames is frames
+    with pytest.raises(ValueError, match=r"agent_pos: expected shape \(3, 2\) for t, got \(2, 2\)"):
+        agent_relative(Episode(frames, actions, "t"), pos[:2])
+    rel = VideoData(actions="agent_relative", relative_range=64.0)
+    np.testing.assert_allclose(action_ranges(rel), [[-64.0, 64.0], [-64.0, 64.0]])  # type: ignore[arg-type]
+    np.testing.assert_allclose(action_ranges(VideoData()), [[0.0, 512.0], [0.0, 512.0]])  # type: ignore[arg-type]
+    assert action_ranges(VideoData(source="npz", dir=tmp_path)) is None
+    # A recording without agent_pos is refused by name, not read as absolute actions.
+    folder = tmp_path / "run" / "data" / "pusht"
+    folder.mkdir(parents=True)
+    for i in range(2):
+        blank = np.zeros((3, 96, 96, 3), np.uint8)
+        np.savez(folder / f"ep{i:04d}.npz", frames=blank, actions=actions)
+    data = VideoData(episodes=2, held_out=1, actions="agent_relative", image_size=16)
+    with pytest.raises(ValueError, match="needs the recorded agent_pos, the file has"):
+        run_episodes(data, tmp_path / "run")
 
 
 def test_spread_is_a_seeded_subset_in_order() -> None:
@@ -177,6 +210,11 @@ def test_a_saved_mle_model_is_used_as_it_is_or_refused_when_it_does_not_fit(
     )
     with pytest.raises(ValueError, match="do not match this run's tokenizer"):
         run.mle(other)  # type: ignore[arg-type]
+    relative = cfg.model_copy(
+        update={"data": cfg.data.model_copy(update={"actions": "agent_relative"})}
+    )
+    with pytest.raises(ValueError, match=r"reads absolute actions, this run's data\.actions is"):
+        VideoRun(relative).mle(fits)  # type: ignore[arg-type]
     with pytest.raises(FileNotFoundError, match="not a world-model directory"):
         VideoRun(cfg.model_copy(update={"mle": cfg.mle.model_copy(update={"path": tmp_path})})).mle(
             fits  # type: ignore[arg-type]

@@ -47,6 +47,19 @@ class VideoData(_Section):
         default=64, description="frames resized to this side, or (height, width)"
     )
     seed: int = Field(default=0, ge=0, description="recording and split seed")
+    actions: Literal["absolute", "agent_relative"] = Field(
+        default="absolute",
+        description=(
+            "PushT actions as recorded (the target position in the arena) or minus the agent's "
+            "position in the frame they follow (the move asked for; source pusht only)"
+        ),
+    )
+    relative_range: float = Field(
+        default=96.0,
+        gt=0.0,
+        le=512.0,
+        description="agent_relative: moves are quantised in [-range, range] per axis (clipped)",
+    )
 
     @model_validator(mode="after")
     def _source(self) -> Self:
@@ -58,6 +71,11 @@ class VideoData(_Section):
             )
         if self.source == "npz" and self.dir is None:
             raise ValueError("data.dir: required when data.source is npz")
+        if self.actions == "agent_relative" and self.source != "pusht":
+            raise ValueError(
+                "data.actions: agent_relative needs the agent's position, which only PushT "
+                "recordings (source pusht) carry"
+            )
         if self.held_out + self.validation >= self.episodes and self.source == "pusht":
             raise ValueError("data.held_out + data.validation: must be fewer than data.episodes")
         return self
@@ -87,6 +105,15 @@ class VideoTokenizerSection(_Section):
     )
     perceptual_frames: int = Field(
         default=0, ge=0, le=4096, description="frames per batch in the ST-LPIPS term (0: all)"
+    )
+    hold_below: int | None = Field(
+        default=None,
+        ge=0,
+        le=255,
+        description=(
+            "a patch whose pixels changed by at most this much since the previous frame keeps "
+            "that frame's token in the encoded clips (single-step; None: raw tokens)"
+        ),
     )
 
 
@@ -309,6 +336,8 @@ class VideoPipelineConfig(_Section):
                 "eval.candidates: tuning the sampling needs validation episodes "
                 "(data.validation > 0), never the test clips"
             )
+        if self.tokenizer.hold_below is not None and self.model.layout == "multi_step":
+            raise ValueError("tokenizer.hold_below: held tokens are single-step only")
         if self.model.anchor_dilate is not None and self.rl.balance_prompts:
             raise ValueError(
                 "rl.balance_prompts: the reward balancing samples unanchored frames; it cannot "

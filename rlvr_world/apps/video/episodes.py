@@ -3,6 +3,10 @@
 ``run_episodes(data, run_dir)`` records PushT episodes with ``gym-pusht`` into
 ``run_dir/data/pusht`` (reusing the files of an earlier run when there are as many as configured)
 or reads the ``.npz`` episodes of ``data.dir``, and resizes every frame to ``data.image_size``.
+With ``data.actions: agent_relative`` each PushT action becomes the move it asks for: the target
+position minus the agent's position in the frame the action follows (both recorded), so the
+model reads where the agent is told to go relative to where it is, not an arena coordinate it
+would have to match against the pixels; ``action_ranges`` gives the quantiser's bounds either way.
 ``clip_pairs`` cuts episodes into ``(frames, actions)`` windows and ``spread`` picks a seeded
 subset. The episode format, the split and the resizing themselves are ``rlvr_world.video.data``.
 """
@@ -15,6 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
 
 import numpy as np
+import numpy.typing as npt
 
 from rlvr_world.apps.video.config import VideoData
 
@@ -24,6 +29,39 @@ if TYPE_CHECKING:
 T = TypeVar("T")
 #: PushT's action space: the target agent position, (x, y) in [0, 512].
 PUSHT_ACTION_RANGES = np.array([[0.0, 512.0], [0.0, 512.0]])
+
+
+def action_ranges(d: VideoData) -> npt.NDArray[np.float64] | None:
+    """The quantiser's ``(D, 2)`` bounds for PushT actions, or None (other sources: data-wide)."""
+    if d.source != "pusht":
+        return None
+    if d.actions == "agent_relative":
+        return np.array([[-d.relative_range, d.relative_range]] * 2)
+    return PUSHT_ACTION_RANGES
+
+
+def agent_relative(episode: Episode, agent_pos: npt.NDArray[np.generic]) -> Episode:
+    """``episode`` with each action minus the agent's position before it (module docstring)."""
+    from rlvr_world.video.data import Episode
+
+    pos = np.asarray(agent_pos, dtype=np.float64)
+    if pos.shape != (episode.length + 1, episode.action_dims):
+        raise ValueError(
+            f"agent_pos: expected shape {(episode.length + 1, episode.action_dims)} for "
+            f"{episode.source}, got {pos.shape}"
+        )
+    moves = (episode.actions.astype(np.float64) - pos[:-1]).astype(np.float32)
+    return Episode(episode.frames, moves, episode.source)
+
+
+def _agent_pos(path: str | Path) -> npt.NDArray[np.generic]:
+    with np.load(path) as npz:
+        if "agent_pos" not in npz.files:
+            raise ValueError(
+                f"{path}: data.actions agent_relative needs the recorded agent_pos, the file has "
+                f"{npz.files}"
+            )
+        return np.asarray(npz["agent_pos"])
 
 
 def run_episodes(d: VideoData, run_dir: Path) -> list[Episode]:
@@ -41,6 +79,10 @@ def run_episodes(d: VideoData, run_dir: Path) -> list[Episode]:
             else record_pusht(d.episodes, d.steps, d.seed, folder)
         )
         episodes = load_episodes(paths)
+        if d.actions == "agent_relative":
+            episodes = [
+                agent_relative(e, _agent_pos(p)) for e, p in zip(episodes, paths, strict=True)
+            ]
     else:
         assert d.dir is not None
         episodes = load_episodes(d.dir)

@@ -193,6 +193,7 @@ class VideoRun:
             extra={
                 "frame_tokenizer": str(s.tokenizer_dir),
                 "layout": c.layout,
+                "actions": self.cfg.data.actions,
                 **({"segment_frames": c.segment_frames} if self.multi_step else {}),
             },
         )
@@ -216,6 +217,12 @@ class VideoRun:
                 f"mle.path {path}: its vocabulary, {spec.tokens_per_frame} tokens per frame or "
                 f"{spec.context_length} context frames do not match this run's tokenizer and "
                 f"model settings ({s.tokens_per_frame} tokens per frame, {context} context frames)"
+            )
+        actions = spec.extra.get("actions", "absolute")
+        if actions != self.cfg.data.actions:
+            raise ValueError(
+                f"mle.path {path}: the model reads {actions} actions, this run's data.actions is "
+                f"{self.cfg.data.actions}"
             )
         self.summary["mle"] = {"path": str(path), "trained": False}
         return path
@@ -425,7 +432,14 @@ class VideoRun:
             shuffled = evaluation.shuffle_actions(s.test_clips, c.data.seed)
             pair = (
                 shuffled,
-                encode(shuffled, s.frame_tokenizer, s.quantizer, s.vocab, c.model.segment_frames),
+                encode(
+                    shuffled,
+                    s.frame_tokenizer,
+                    s.quantizer,
+                    s.vocab,
+                    c.model.segment_frames,
+                    hold_below=c.tokenizer.hold_below,
+                ),
             )
             evals["mle_shuffled_actions"] = self.evaluate(
                 s, "mle_shuffled_actions", mle, sampling=sampling, seed=seed, clips=pair

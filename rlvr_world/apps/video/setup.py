@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from rlvr_world.apps.video.config import VideoPipelineConfig
-from rlvr_world.apps.video.episodes import PUSHT_ACTION_RANGES, clip_pairs, spread
+from rlvr_world.apps.video.episodes import action_ranges, clip_pairs, spread
 from rlvr_world.apps.video.evaluation import perceptual_metric
 from rlvr_world.video.layout import LayoutVocab, MultiStepVocab, SingleStepVocab
 
@@ -62,8 +62,11 @@ def encode(
     quantizer: ActionQuantizer,
     vocab: LayoutVocab,
     segment_frames: int,
+    *,
+    hold_below: int | None = None,
 ) -> list[TokenSequence]:
-    """The clips' token sequences in the layout of ``vocab`` (``segment_frames``: multi-step)."""
+    """The clips' token sequences in the layout of ``vocab`` (``segment_frames``: multi-step;
+    ``hold_below``: single-step, ``train_mle.encode_clips``)."""
     if not clips:
         return []
     if isinstance(vocab, MultiStepVocab):
@@ -72,7 +75,7 @@ def encode(
         return encode_multistep_clips(clips, frame_tokenizer, quantizer, vocab, segment_frames)
     from rlvr_world.video.train_mle import encode_clips
 
-    return encode_clips(clips, frame_tokenizer, quantizer, vocab)
+    return encode_clips(clips, frame_tokenizer, quantizer, vocab, hold_below=hold_below)
 
 
 def tokenizer_dir(
@@ -148,8 +151,9 @@ def build_setup(
         if cfg.model.layout == "multi_step"
         else SingleStepVocab(visual_codes=codes, action_bins=cfg.model.action_bins)
     )
-    if cfg.data.source == "pusht":  # the action space's own bounds, as RT-1's dataset ranges
-        quantizer = ActionQuantizer(PUSHT_ACTION_RANGES, cfg.model.action_bins)
+    ranges = action_ranges(cfg.data)
+    if ranges is not None:  # the action space's own bounds, as RT-1's dataset ranges
+        quantizer = ActionQuantizer(ranges, cfg.model.action_bins)
     else:
         quantizer = ActionQuantizer.from_actions(all_actions(train), cfg.model.action_bins)
     d, e = cfg.data, cfg.eval
@@ -159,7 +163,9 @@ def build_setup(
     segments = cfg.model.segment_frames
 
     def enc(clips: Sequence[ClipArrays]) -> list[TokenSequence]:
-        return encode(clips, frame_tokenizer, quantizer, vocab, segments)
+        return encode(
+            clips, frame_tokenizer, quantizer, vocab, segments, hold_below=cfg.tokenizer.hold_below
+        )
 
     return VideoSetup(
         tokenizer_dir=tokenizer,
