@@ -93,7 +93,7 @@ class OracleDynamics:
 class WorldModelDynamics:
     """A token world model in process (module docstring)."""
 
-    def __init__(  # noqa: PLR0913 (the loaded parts of a model folder)
+    def __init__(
         self,
         name: str,
         model: PreTrainedModel,
@@ -153,7 +153,9 @@ class WorldModelDynamics:
         n, h = arr.shape[:2]
         frame = np.asarray(context.frame, dtype=np.uint8)
         if frame.shape != self.tokenizer.frame_shape:
-            raise ValueError(f"context frame {frame.shape}, model reads {self.tokenizer.frame_shape}")
+            raise ValueError(
+                f"context frame {frame.shape}, model reads {self.tokenizer.frame_shape}"
+            )
         tokens = np.repeat(self.encode(frame[None]), n, axis=0)
         frames = np.repeat(frame[None].astype(np.float32) / 255.0, n, axis=0)
         out = np.empty((n, h, *frame.shape), dtype=np.float32)
@@ -163,7 +165,7 @@ class WorldModelDynamics:
         return out
 
 
-def load_world_model_dynamics(  # noqa: PLR0913 (the folders and options of one model)
+def load_world_model_dynamics(
     name: str,
     model_path: Path,
     *,
@@ -179,7 +181,15 @@ def load_world_model_dynamics(  # noqa: PLR0913 (the folders and options of one 
     ``tokenizer_path`` (default: the spec's ``frame_tokenizer``). ``ModelUnavailable`` on any
     failure."""
     try:
-        return _load(name, model_path, spec_path, tokenizer_path, anchor_dilate, batch_size, device)
+        return _load(
+            name,
+            model_path,
+            spec_path=spec_path,
+            tokenizer_path=tokenizer_path,
+            anchor_dilate=anchor_dilate,
+            batch_size=batch_size,
+            device=device,
+        )
     except ModelUnavailable:
         raise
     except Exception as exc:
@@ -193,9 +203,10 @@ def resolve_checkpoint(path: Path) -> Path:
     return path
 
 
-def _load(  # noqa: PLR0913
+def _load(
     name: str,
     model_path: Path,
+    *,
     spec_path: Path | None,
     tokenizer_path: Path | None,
     anchor_dilate: int | None,

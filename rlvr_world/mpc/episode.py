@@ -88,7 +88,7 @@ def _finite_or_none(value: float) -> float | None:
     return float(value) if np.isfinite(value) else None
 
 
-def make_tasks(  # noqa: PLR0913 (the protocol's knobs)
+def make_tasks(
     sim: PushTSim,
     n: int,
     *,
@@ -108,7 +108,9 @@ def make_tasks(  # noqa: PLR0913 (the protocol's knobs)
         i = len(tasks)
         if i == n:
             break
-        moved = np.linalg.norm(rec.block_pose[goal_steps:, :2] - rec.block_pose[:-goal_steps, :2], axis=1)
+        moved = np.linalg.norm(
+            rec.block_pose[goal_steps:, :2] - rec.block_pose[:-goal_steps, :2], axis=1
+        )
         starts = np.flatnonzero(moved >= min_move)
         if not starts.size:
             continue
@@ -126,7 +128,11 @@ def make_tasks(  # noqa: PLR0913 (the protocol's knobs)
 def check_goal(task: Task, side: int) -> None:
     """``MalformedGoal`` unless the goal frame is uint8 ``(side, side, 3)`` and the poses finite."""
     frame = task.goal_frame
-    if not isinstance(frame, np.ndarray) or frame.dtype != np.uint8 or frame.shape != (side, side, 3):
+    if (
+        not isinstance(frame, np.ndarray)
+        or frame.dtype != np.uint8
+        or frame.shape != (side, side, 3)
+    ):
         shape = getattr(frame, "shape", None)
         dtype = getattr(frame, "dtype", type(frame).__name__)
         raise MalformedGoal(f"goal frame: expected uint8 ({side}, {side}, 3), got {dtype} {shape}")
@@ -153,7 +159,7 @@ class _Scored:
 def run_episode(
     task: Task,
     name: str,
-    dynamics: Dynamics | None | ModelUnavailable,
+    dynamics: Dynamics | ModelUnavailable | None,
     sim: PushTSim,
     s: EpisodeSettings,
 ) -> EpisodeResult:
@@ -166,8 +172,12 @@ def run_episode(
         check_goal(task, sim.side)
         _episode(task, dynamics, sim, s, result)
     except (ModelUnavailable, SimulatorError, MalformedGoal) as exc:
-        kind = {ModelUnavailable: "model_unavailable", SimulatorError: "simulator_error"}.get(
-            type(exc), "malformed_goal"
+        kind = (
+            "model_unavailable"
+            if isinstance(exc, ModelUnavailable)
+            else "simulator_error"
+            if isinstance(exc, SimulatorError)
+            else "malformed_goal"
         )
         result.status, result.reason = "fault", f"{kind}: {exc}"
         logger.warning("episode %d of %s: %s", task.index, name, result.reason)

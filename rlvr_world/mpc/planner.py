@@ -84,7 +84,9 @@ def _costs(cost: CostFn, samples: Actions) -> NDArray[np.float64]:
     return np.where(np.isfinite(out), out, np.inf)
 
 
-def _plan(cost: CostFn, mean0: NDArray[Any], cfg: PlannerConfig, rng: np.random.Generator) -> PlanResult:
+def _plan(
+    cost: CostFn, mean0: NDArray[Any], cfg: PlannerConfig, rng: np.random.Generator
+) -> PlanResult:
     mean = _check_mean(mean0, cfg)
     std = np.full_like(mean, cfg.init_std)
     best: tuple[float, int, int, Actions] | None = None
@@ -116,21 +118,27 @@ def _plan(cost: CostFn, mean0: NDArray[Any], cfg: PlannerConfig, rng: np.random.
     return PlanResult(best[3], best[0], best[1], best[2], tuple(history))
 
 
-def cem_plan(cost: CostFn, mean0: NDArray[Any], cfg: PlannerConfig, rng: np.random.Generator) -> PlanResult:
+def cem_plan(
+    cost: CostFn, mean0: NDArray[Any], cfg: PlannerConfig, rng: np.random.Generator
+) -> PlanResult:
     """The cross-entropy method from the mean ``mean0`` ``(H, D)`` (module docstring)."""
     if cfg.kind != "cem":
         raise ValueError(f"cem_plan: config kind is {cfg.kind!r}")
     return _plan(cost, mean0, cfg, rng)
 
 
-def mppi_plan(cost: CostFn, mean0: NDArray[Any], cfg: PlannerConfig, rng: np.random.Generator) -> PlanResult:
+def mppi_plan(
+    cost: CostFn, mean0: NDArray[Any], cfg: PlannerConfig, rng: np.random.Generator
+) -> PlanResult:
     """MPPI from the mean ``mean0`` ``(H, D)`` (module docstring)."""
     if cfg.kind != "mppi":
         raise ValueError(f"mppi_plan: config kind is {cfg.kind!r}")
     return _plan(cost, mean0, cfg, rng)
 
 
-def plan(cost: CostFn, mean0: NDArray[Any], cfg: PlannerConfig, rng: np.random.Generator) -> PlanResult:
+def plan(
+    cost: CostFn, mean0: NDArray[Any], cfg: PlannerConfig, rng: np.random.Generator
+) -> PlanResult:
     """``cem_plan`` or ``mppi_plan`` by ``cfg.kind``."""
     return _plan(cost, mean0, cfg, rng)
 

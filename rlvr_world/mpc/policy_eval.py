@@ -49,10 +49,17 @@ class PolicyDef:
     kind: str
     noise: float
     towards_goal_p: float
+    keep_direction_p: float = 0.0
 
     def make(self, seed: int, p: int, e: int) -> Policy:
         rng = np.random.default_rng([seed, p, e])
-        return make_policy(self.kind, rng, noise=self.noise, towards_goal_p=self.towards_goal_p)
+        return make_policy(
+            self.kind,
+            rng,
+            noise=self.noise,
+            towards_goal_p=self.towards_goal_p,
+            keep_direction_p=self.keep_direction_p,
+        )
 
 
 @dataclass(frozen=True)
@@ -93,7 +100,7 @@ def _reached(centre: NDArray[np.float64] | None, radius: float) -> bool:
     return centre is not None and float(np.linalg.norm(centre - GOAL)) <= radius
 
 
-def rollout_sim(  # noqa: PLR0913 (the protocol's knobs)
+def rollout_sim(
     sim: PushTSim,
     policies: Sequence[PolicyDef],
     starts: Sequence[Start],
@@ -116,7 +123,7 @@ def rollout_sim(  # noqa: PLR0913 (the protocol's knobs)
     return Outcomes(success, np.zeros_like(success, dtype=np.int64))
 
 
-def rollout_world_model(  # noqa: PLR0913
+def rollout_world_model(
     model: WorldModelDynamics,
     sim: PushTSim,
     policies: Sequence[PolicyDef],
@@ -138,8 +145,14 @@ def rollout_world_model(  # noqa: PLR0913
     frames = frames_u8.astype(np.float32) / 255.0
     acts = [spec.make(seed, p, e) for p, spec in enumerate(policies) for e in range(n_e)]
     seen = [segment(f) for f in frames_u8]
-    agent = [s.agent if s.agent is not None else start_of(starts, i, n_e).agent for i, s in enumerate(seen)]
-    block = [s.block if s.block is not None else block_centroid(start_of(starts, i, n_e).block) for i, s in enumerate(seen)]
+    agent = [
+        s.agent if s.agent is not None else start_of(starts, i, n_e).agent
+        for i, s in enumerate(seen)
+    ]
+    block = [
+        s.block if s.block is not None else block_centroid(start_of(starts, i, n_e).block)
+        for i, s in enumerate(seen)
+    ]
     done = np.zeros(n_p * n_e, dtype=bool)
     lost = np.zeros(n_p * n_e, dtype=np.int64)
     for _ in range(steps):

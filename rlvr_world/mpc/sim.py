@@ -140,7 +140,8 @@ class PushTSim:
     def frame(self) -> Frame:
         """The current observation resized to ``side`` x ``side`` (uint8 RGB)."""
         obs = self._guard("render", self.env.get_obs)
-        return resize_frames(np.asarray(obs, dtype=np.uint8)[None], self.side)[0]
+        out: Frame = resize_frames(np.asarray(obs, dtype=np.uint8)[None], self.side)[0]
+        return out
 
     def block_pose(self) -> Pose:
         block = self.env.block
@@ -172,7 +173,9 @@ def block_polygon(pose: NDArray[Any]) -> Any:
     parts = []
     for part in T_PARTS:
         local = np.asarray(part)
-        world = np.stack([x + c * local[:, 0] - s * local[:, 1], y + s * local[:, 0] + c * local[:, 1]])
+        world = np.stack(
+            [x + c * local[:, 0] - s * local[:, 1], y + s * local[:, 0] + c * local[:, 1]]
+        )
         parts.append(Polygon(world.T))
     return unary_union(parts)
 

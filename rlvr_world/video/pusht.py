@@ -91,12 +91,13 @@ class _ScriptedPusher:
 
     rng: np.random.Generator
     towards_goal_p: float = TOWARDS_GOAL_P
+    keep_direction_p: float = KEEP_DIRECTION_P
     direction: Vec = field(default_factory=lambda: np.zeros(2))
     pushing: int = 0  # steps of pushing left; 0 = approaching
     approaching: int = 0  # steps spent approaching the current push position
 
     def _new_direction(self, block: Vec) -> None:
-        if self.direction.any() and self.rng.random() < KEEP_DIRECTION_P:
+        if self.direction.any() and self.rng.random() < self.keep_direction_p:
             # keep pushing roughly the same way (a short walk round), unless that hits a wall
             angle = np.arctan2(self.direction[1], self.direction[0]) + self.rng.normal(0.0, 0.7)
             turned = np.array([np.cos(angle), np.sin(angle)])
@@ -173,16 +174,20 @@ def make_policy(
     *,
     noise: float = NOISE,
     towards_goal_p: float = TOWARDS_GOAL_P,
+    keep_direction_p: float = KEEP_DIRECTION_P,
 ) -> Callable[[Vec, Vec], Action]:
     """``act(agent_position, block_centre) -> action`` in [0, 512], with Gaussian ``noise``
     (pixels) on every action; ``towards_goal_p`` is the scripted pusher's chance of pushing
-    towards ``GOAL`` when it picks a new direction. The recorder uses the defaults."""
+    towards ``GOAL`` when it picks a new direction, ``keep_direction_p`` its chance of only
+    turning the last direction a little instead. The recorder uses the defaults."""
     if name not in POLICIES:
         raise ValueError(f"policy: expected one of {POLICIES}, got {name!r}")
-    if not 0.0 <= towards_goal_p <= 1.0 or noise < 0.0:
-        raise ValueError(f"policy: need 0 <= towards_goal_p <= 1 and noise >= 0, got "
-                         f"{towards_goal_p}, {noise}")
-    scripted = _ScriptedPusher(rng, towards_goal_p)
+    for pname, p in (("towards_goal_p", towards_goal_p), ("keep_direction_p", keep_direction_p)):
+        if not 0.0 <= p <= 1.0:
+            raise ValueError(f"policy: {pname} must lie in [0, 1], got {p}")
+    if noise < 0.0:
+        raise ValueError(f"policy: noise must be >= 0, got {noise}")
+    scripted = _ScriptedPusher(rng, towards_goal_p, keep_direction_p)
     walk = _RandomWalk(rng)
 
     def act(agent: Vec, block: Vec) -> Action:

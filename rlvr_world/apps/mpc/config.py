@@ -86,7 +86,9 @@ class RunSection(_Section):
     run_dir: Path = Field(description="where summary.json, report.md and the PNG go")
     seed: int = Field(default=0, ge=0)
     resamples: int = Field(default=10_000, ge=100, le=1_000_000, description="bootstrap")
-    planners: tuple[str, ...] = Field(default=PLANNERS, description="subset of oracle/random/base/rlvr")
+    planners: tuple[str, ...] = Field(
+        default=PLANNERS, description="subset of oracle/random/base/rlvr"
+    )
     trajectory_planner: str = Field(default="rlvr", description="whose episode the PNG shows")
 
     @model_validator(mode="after")
@@ -113,6 +115,7 @@ class PolicySpec(_Section):
     kind: Literal["noisy-scripted", "random"] = "noisy-scripted"
     noise: float = Field(default=8.0, ge=0.0, le=512.0, description="action noise, pixels")
     towards_goal_p: float = Field(default=1.0, ge=0.0, le=1.0)
+    keep_direction_p: float = Field(default=0.0, ge=0.0, le=1.0)
 
 
 class PolicyEvalSection(_Section):

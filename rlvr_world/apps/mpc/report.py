@@ -184,7 +184,7 @@ def write_trajectory(
     labels = ["start", *[f"t+{i + 1}" for i in range(len(real))], "goal"]
     for c, label in enumerate(labels):
         draw.text((70 + gap + c * cell_w, 1), label, fill="black")
-    rows = [[start, *real, goal], [None, *predicted, None]]
+    rows: list[list[NDArray[Any] | None]] = [[start, *real, goal], [None, *predicted, None]]
     for r, (name, row) in enumerate(zip(("real", "predicted"), rows, strict=True)):
         draw.text((2, header + gap + r * cell_h + cell_h // 2), name, fill="black")
         for c, frame in enumerate(row):

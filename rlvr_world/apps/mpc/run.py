@@ -100,13 +100,21 @@ def run_mpc(cfg: MpcConfig, config_path: str) -> dict[str, Any]:
             record_steps=t.record_steps,
             seed=t.seed,
         )
-        for name in r.planners:
-            dyn: Dynamics | ModelUnavailable | None
-            dyn = None if name == "random" else models.get(name, OracleDynamics(planning_sim))
-            t_start = time.perf_counter()
+        dyns: dict[str, Dynamics | ModelUnavailable | None] = {
+            name: None if name == "random" else models.get(name, OracleDynamics(planning_sim))
+            for name in r.planners
+        }
+        # task-major, every episode appended to episodes.jsonl as it ends: a run stopped early
+        # still has paired results for its first tasks
+        r.run_dir.mkdir(parents=True, exist_ok=True)
+        with (r.run_dir / "episodes.jsonl").open("w") as log:
             for task in tasks:
-                results.append(run_episode(task, name, dyn, sim, settings))
-            logger.info("planner %s: %d episodes in %.0f s", name, len(tasks), time.perf_counter() - t_start)
+                for name in r.planners:
+                    res = run_episode(task, name, dyns[name], sim, settings)
+                    results.append(res)
+                    log.write(json.dumps(res.record()) + "\n")
+                    log.flush()
+                logger.info("task %d done (%.0f s)", task.index, time.perf_counter() - t0)
     records = [res.record() for res in results]
     summary: dict[str, Any] = {
         "task": "mpc",
@@ -125,7 +133,11 @@ def run_mpc(cfg: MpcConfig, config_path: str) -> dict[str, Any]:
         "episodes": records,
     }
     shown = next(
-        (x for x in results if x.planner == r.trajectory_planner and x.status == "ok" and x.predicted),
+        (
+            x
+            for x in results
+            if x.planner == r.trajectory_planner and x.status == "ok" and x.predicted
+        ),
         None,
     )
     if shown is not None:
@@ -133,7 +145,9 @@ def run_mpc(cfg: MpcConfig, config_path: str) -> dict[str, Any]:
         with PushTSim() as sim:
             sim.set_pose(task.start_agent, task.start_block)
             start = sim.frame()
-        write_trajectory(r.run_dir / "trajectory.png", shown.real, shown.predicted, start, task.goal_frame)
+        write_trajectory(
+            r.run_dir / "trajectory.png", shown.real, shown.predicted, start, task.goal_frame
+        )
         summary["trajectory_png"] = "trajectory.png"
         summary["trajectory_caption"] = (
             f"Episode {shown.task} of the {shown.planner} planner: real frames after each executed "
@@ -158,7 +172,10 @@ def run_policy_eval(cfg: PolicyEvalConfig, config_path: str) -> dict[str, Any]:
 
     t0 = time.perf_counter()
     e, r = cfg.eval, cfg.run
-    policies = [PolicyDef(p.name, p.kind, p.noise, p.towards_goal_p) for p in cfg.policies]
+    policies = [
+        PolicyDef(p.name, p.kind, p.noise, p.towards_goal_p, p.keep_direction_p)
+        for p in cfg.policies
+    ]
     models = load_models(cfg.models)
     faults = {k: str(v) for k, v in models.items() if isinstance(v, ModelUnavailable)}
     outcomes: dict[str, Outcomes] = {}

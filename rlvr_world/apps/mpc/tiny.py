@@ -11,7 +11,6 @@ numbers measure nothing; the full configs name the trained models.
 from __future__ import annotations
 
 import logging
-from pathlib import Path
 
 from rlvr_world.apps.mpc.config import ModelsSection
 
@@ -38,7 +37,7 @@ def ensure_tiny_models(m: ModelsSection) -> None:
         tok.save(tok_dir)
     vocab = SingleStepVocab(visual_codes=tok.codebook_size, action_bins=256)
     quantizer = ActionQuantizer([[0.0, 512.0], [0.0, 512.0]], 256).to_dict()
-    base = build_world_model(vocab, seed=0, **TINY_MODEL)  # type: ignore[arg-type]
+    base = build_world_model(vocab, seed=0, **TINY_MODEL)
     save_world_model(
         base,
         vocab,
@@ -48,7 +47,7 @@ def ensure_tiny_models(m: ModelsSection) -> None:
         action_quantizer=quantizer,
         extra={"frame_tokenizer": str(tok_dir), "layout": "single_step"},
     )
-    rlvr = build_world_model(vocab, seed=1, **TINY_MODEL)  # type: ignore[arg-type]
+    rlvr = build_world_model(vocab, seed=1, **TINY_MODEL)
     if m.rlvr.name == "latest":
         step = m.rlvr.parent / "step_00000001"
         rlvr.save_pretrained(step, safe_serialization=True)

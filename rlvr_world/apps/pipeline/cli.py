@@ -113,8 +113,10 @@ def run_mpc_task(path: Path, task: str, overrides: dict[str, Any]) -> int:
         for name in summary["planners"]:
             h = summary["headline"][name]
             s, c = h["success_rate"], h["final_coverage"]
-            print(f"{name}: success {s['value']}, coverage {c['value']} (n={s['n']}, "
-                  f"faults {h['faults']})")
+            print(
+                f"{name}: success {s['value']}, coverage {c['value']} (n={s['n']}, "
+                f"faults {h['faults']})"
+            )
     else:
         summary = run_policy_eval(load_policy_eval_config(path, overrides), str(path))
         for name, h in summary["headline"].items():
