@@ -1,15 +1,18 @@
 """The PushT simulator as the planners and the policy evaluation use it, and the block rules.
 
-* ``PushTSim``: one ``gym-pusht`` environment with ``snapshot`` / ``restore`` of the full
-  physical state (positions, angle and velocities of agent and block), ``set_pose`` (velocities
-  zero), ``step`` and ``frame`` (the 96x96 observation resized to the world models' side, as the
-  video pipeline resizes its episodes). Any exception raised inside the environment comes out as
+* ``PushTSim``: one ``gym-pusht`` environment with ``snapshot`` / ``restore`` of the physical
+  state (positions, angle and velocities of agent and block; pymunk's cached contact impulses
+  are not part of it, so a replay from a snapshot taken in contact differs by ~1e-2 px),
+  ``set_pose`` (velocities zero), ``step`` and ``frame`` (the 96x96 observation resized to the
+  world models' side, as the video pipeline resizes its episodes). Any exception raised inside the environment comes out as
   ``SimulatorError`` with the original message, so a run can count it and go on.
 * Pure rules on poses ``(x, y, angle)`` (``block.position`` and ``block.angle`` of gym-pusht):
   ``block_polygon`` (the T of ``PushTEnv.add_tee``, as shapely), ``coverage`` (overlap of two
   poses' T's over the T's area), ``pose_error`` (position distance, wrapped angle difference),
   ``block_centroid`` (the T's area centroid).
-* ``segment``: agent and block centres read from a rendered (or predicted) frame by colour.
+* ``segment``: agent and block centres read from a rendered (or predicted) frame by colour
+  (on gym-pusht's 64x64 renders within ~1.5 frame pixels for the agent and ~2.5 for the T,
+  whose blended edges bias its centre).
 
 What it does not do: no planning, no world model, no drawing beyond the environment's own.
 """

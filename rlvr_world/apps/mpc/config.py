@@ -90,6 +90,9 @@ class RunSection(_Section):
         default=PLANNERS, description="subset of oracle/random/base/rlvr"
     )
     trajectory_planner: str = Field(default="rlvr", description="whose episode the PNG shows")
+    summarize_only: bool = Field(
+        default=False, description="mpc: no planning, summarise run_dir/episodes.jsonl"
+    )
 
     @model_validator(mode="after")
     def _planners(self) -> Self:

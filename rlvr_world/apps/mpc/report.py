@@ -96,10 +96,17 @@ def _fmt(m: Mapping[str, Any]) -> str:
 def mpc_report(summary: Mapping[str, Any]) -> str:
     """``report.md`` of an MPC run."""
     head = summary["headline"]
+    partial = (
+        "**Partial run**: stopped before every task ran; only the tasks all planners finished "
+        "count.\n\n"
+        if summary.get("partial")
+        else ""
+    )
     lines = [
         f"# PushT MPC: {summary['name']}",
         "",
-        f"{summary['n_tasks']} start/goal pairs {summary['goal_steps']} steps apart; planner "
+        partial
+        + f"{summary['n_tasks']} start/goal pairs {summary['goal_steps']} steps apart; planner "
         f"{summary['planner']}; cost: pixel L1 of the last predicted frame to the goal frame "
         f"({summary['frame_side']}x{summary['frame_side']}). Success: final block pose within "
         f"{summary['success']['position']} px and {summary['success']['angle']} rad of the goal "

@@ -31,7 +31,7 @@ from rlvr_world.mpc.dynamics import (
     WorldModelDynamics,
     load_world_model_dynamics,
 )
-from rlvr_world.mpc.episode import EpisodeResult, EpisodeSettings, make_tasks, run_episode
+from rlvr_world.mpc.episode import EpisodeResult, EpisodeSettings, Task, make_tasks, run_episode
 from rlvr_world.mpc.planner import PlannerConfig
 from rlvr_world.mpc.sim import FRAME_SIDE, PushTSim
 
@@ -71,10 +71,8 @@ def _write(run_dir: Path, summary: dict[str, Any], report: str) -> None:
     (run_dir / "report.md").write_text(report)
 
 
-def run_mpc(cfg: MpcConfig, config_path: str) -> dict[str, Any]:
-    """The MPC comparison (module docstring); returns the summary."""
-    t0 = time.perf_counter()
-    p, r = cfg.planner, cfg.run
+def _settings(cfg: MpcConfig) -> EpisodeSettings:
+    p = cfg.planner
     pcfg = PlannerConfig(
         kind=p.kind,
         candidates=p.candidates,
@@ -85,21 +83,34 @@ def run_mpc(cfg: MpcConfig, config_path: str) -> dict[str, Any]:
         min_std=p.min_std,
         temperature=p.temperature,
     )
-    settings = EpisodeSettings(
-        pcfg, p.execute, p.replans, cfg.success.position, cfg.success.angle, r.seed
+    return EpisodeSettings(
+        pcfg, p.execute, p.replans, cfg.success.position, cfg.success.angle, cfg.run.seed
     )
+
+
+def _tasks(cfg: MpcConfig, sim: PushTSim, n: int) -> list[Task]:
+    t = cfg.tasks
+    return make_tasks(
+        sim,
+        n,
+        goal_steps=t.goal_steps,
+        min_move=t.min_move,
+        record_steps=t.record_steps,
+        seed=t.seed,
+    )
+
+
+def run_mpc(cfg: MpcConfig, config_path: str) -> dict[str, Any]:
+    """The MPC comparison (module docstring); returns the summary. With ``run.summarize_only``
+    it plans nothing but summarises ``episodes.jsonl`` (``summarize_mpc``)."""
+    if cfg.run.summarize_only:
+        return summarize_mpc(cfg, config_path)
+    t0 = time.perf_counter()
+    r, settings = cfg.run, _settings(cfg)
     models = load_models(cfg.models) if {"base", "rlvr"} & set(r.planners) else {}
     results: list[EpisodeResult] = []
     with PushTSim() as sim, PushTSim() as planning_sim:
-        t = cfg.tasks
-        tasks = make_tasks(
-            sim,
-            t.episodes,
-            goal_steps=t.goal_steps,
-            min_move=t.min_move,
-            record_steps=t.record_steps,
-            seed=t.seed,
-        )
+        tasks = _tasks(cfg, sim, cfg.tasks.episodes)
         dyns: dict[str, Dynamics | ModelUnavailable | None] = {
             name: None if name == "random" else models.get(name, OracleDynamics(planning_sim))
             for name in r.planners
@@ -115,23 +126,7 @@ def run_mpc(cfg: MpcConfig, config_path: str) -> dict[str, Any]:
                     log.write(json.dumps(res.record()) + "\n")
                     log.flush()
                 logger.info("task %d done (%.0f s)", task.index, time.perf_counter() - t0)
-    records = [res.record() for res in results]
-    summary: dict[str, Any] = {
-        "task": "mpc",
-        "name": r.run_dir.name,
-        "run_dir": str(r.run_dir),
-        "config": config_path,
-        "planners": list(r.planners),
-        "planner": p.model_dump(),
-        "n_tasks": len(tasks),
-        "goal_steps": cfg.tasks.goal_steps,
-        "success": cfg.success.model_dump(),
-        "frame_side": FRAME_SIDE,
-        "cost": "mean |pixel difference| (RGB in [0,1]) of the last predicted frame to the goal",
-        "models": {k: str(v) for k, v in cfg.models.model_dump().items()},
-        "headline": mpc_headline(records, r.planners, resamples=r.resamples, seed=r.seed),
-        "episodes": records,
-    }
+    summary = _mpc_summary(cfg, config_path, [res.record() for res in results], len(tasks))
     shown = next(
         (
             x
@@ -141,19 +136,75 @@ def run_mpc(cfg: MpcConfig, config_path: str) -> dict[str, Any]:
         None,
     )
     if shown is not None:
-        task = tasks[shown.task]
-        with PushTSim() as sim:
-            sim.set_pose(task.start_agent, task.start_block)
-            start = sim.frame()
-        write_trajectory(
-            r.run_dir / "trajectory.png", shown.real, shown.predicted, start, task.goal_frame
-        )
-        summary["trajectory_png"] = "trajectory.png"
-        summary["trajectory_caption"] = (
-            f"Episode {shown.task} of the {shown.planner} planner: real frames after each executed "
-            f"action (top) and the frames its chosen plan predicted for them (bottom); success "
-            f"{shown.success}, final coverage {shown.coverage:.3f}."
-        )
+        _trajectory(summary, r.run_dir, shown, tasks[shown.task])
+    summary["wall_s"] = time.perf_counter() - t0
+    _write(r.run_dir, summary, mpc_report(summary))
+    return summary
+
+
+def _mpc_summary(
+    cfg: MpcConfig, config_path: str, records: list[dict[str, Any]], n_tasks: int
+) -> dict[str, Any]:
+    r = cfg.run
+    return {
+        "task": "mpc",
+        "name": r.run_dir.name,
+        "run_dir": str(r.run_dir),
+        "config": config_path,
+        "planners": list(r.planners),
+        "planner": cfg.planner.model_dump(),
+        "n_tasks": n_tasks,
+        "goal_steps": cfg.tasks.goal_steps,
+        "success": cfg.success.model_dump(),
+        "frame_side": FRAME_SIDE,
+        "cost": "mean |pixel difference| (RGB in [0,1]) of the last predicted frame to the goal",
+        "models": {k: str(v) for k, v in cfg.models.model_dump().items()},
+        "headline": mpc_headline(records, r.planners, resamples=r.resamples, seed=r.seed),
+        "episodes": records,
+    }
+
+
+def _trajectory(summary: dict[str, Any], run_dir: Path, shown: EpisodeResult, task: Task) -> None:
+    with PushTSim() as sim:
+        sim.set_pose(task.start_agent, task.start_block)
+        start = sim.frame()
+    write_trajectory(
+        run_dir / "trajectory.png", shown.real, shown.predicted, start, task.goal_frame
+    )
+    summary["trajectory_png"] = "trajectory.png"
+    summary["trajectory_caption"] = (
+        f"Episode {shown.task} of the {shown.planner} planner: real frames after each executed "
+        f"action (top) and the frames its chosen plan predicted for them (bottom); success "
+        f"{shown.success}, final coverage {shown.coverage:.3f}."
+    )
+
+
+def summarize_mpc(cfg: MpcConfig, config_path: str) -> dict[str, Any]:
+    """Summary and report of the episodes in ``run.run_dir/episodes.jsonl`` (a run stopped
+    early: only tasks every planner finished count, ``partial`` says so). The picture replays
+    task 0 with ``run.trajectory_planner`` (planning is deterministic for the seed)."""
+    t0 = time.perf_counter()
+    r = cfg.run
+    path = r.run_dir / "episodes.jsonl"
+    if not path.is_file():
+        raise FileNotFoundError(f"{path}: no episodes to summarise")
+    rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    done: dict[int, set[str]] = {}
+    for row in rows:
+        done.setdefault(int(row["task"]), set()).add(str(row["planner"]))
+    complete = {t for t, names in done.items() if names >= set(r.planners)}
+    records = [row for row in rows if int(row["task"]) in complete and row["planner"] in r.planners]
+    summary = _mpc_summary(cfg, config_path, records, len(complete))
+    summary["partial"] = len(complete) < cfg.tasks.episodes
+    name = r.trajectory_planner
+    if name in r.planners and complete:
+        with PushTSim() as sim, PushTSim() as planning_sim:
+            task = _tasks(cfg, sim, 1)[0]
+            models = load_models(cfg.models) if name in ("base", "rlvr") else {}
+            dyn = None if name == "random" else models.get(name, OracleDynamics(planning_sim))
+            shown = run_episode(task, name, dyn, sim, _settings(cfg))
+        if shown.status == "ok" and shown.predicted:
+            _trajectory(summary, r.run_dir, shown, task)
     summary["wall_s"] = time.perf_counter() - t0
     _write(r.run_dir, summary, mpc_report(summary))
     return summary
