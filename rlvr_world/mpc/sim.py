@@ -4,8 +4,9 @@
   state (positions, angle and velocities of agent and block; pymunk's cached contact impulses
   are not part of it, so a replay from a snapshot taken in contact differs by ~1e-2 px),
   ``set_pose`` (velocities zero), ``step`` and ``frame`` (the 96x96 observation resized to the
-  world models' side, as the video pipeline resizes its episodes). Any exception raised inside the environment comes out as
-  ``SimulatorError`` with the original message, so a run can count it and go on.
+  world models' side, as the video pipeline resizes its episodes). Any exception raised inside
+  the environment comes out as ``SimulatorError`` with the original message, so a run can count
+  it and go on.
 * Pure rules on poses ``(x, y, angle)`` (``block.position`` and ``block.angle`` of gym-pusht):
   ``block_polygon`` (the T of ``PushTEnv.add_tee``, as shapely), ``coverage`` (overlap of two
   poses' T's over the T's area), ``pose_error`` (position distance, wrapped angle difference),
