@@ -57,7 +57,9 @@ def test_smoke_mpc_end_to_end(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -
         _check_metric(head[planner]["success_rate"], n)
         _check_metric(head[planner]["final_coverage"], n)
         if planner != "random":
-            assert head[planner]["plan_seconds_per_step"] > 0.0
+            per_call = head[planner]["plan_seconds_per_call"]
+            assert per_call > 0.0
+            assert head[planner]["plan_seconds_per_action"] == pytest.approx(per_call / 2)
     diff = head["rlvr_minus_base"]
     assert diff["success_rate"]["n"] == n
     low, high = diff["final_coverage"]["ci95"]

@@ -37,7 +37,12 @@ def _metric(name: str, values: NDArray[np.float64], resamples: int, seed: int) -
 
 
 def mpc_headline(
-    records: Sequence[Mapping[str, Any]], planners: Sequence[str], *, resamples: int, seed: int
+    records: Sequence[Mapping[str, Any]],
+    planners: Sequence[str],
+    *,
+    execute: int,
+    resamples: int,
+    seed: int,
 ) -> dict[str, Any]:
     """The ``headline`` of ``summary.json`` from the episodes' records (module docstring)."""
     head: dict[str, Any] = {}
@@ -51,7 +56,9 @@ def mpc_headline(
         head[p] = {
             "success_rate": _metric("success rate", _col(ok, "success"), resamples, seed),
             "final_coverage": _metric("final coverage", _col(ok, "coverage"), resamples, seed),
-            "plan_seconds_per_step": float(np.mean(steps)) if steps else None,
+            # one planning call per MPC step, which executes ``execute`` actions
+            "plan_seconds_per_call": float(np.mean(steps)) if steps else None,
+            "plan_seconds_per_action": float(np.mean(steps)) / execute if steps else None,
             "episodes": len(by[p]),
             "faults": len(faults),
             "fault_reasons": dict(Counter(str(r["reason"]).split(":")[0] for r in faults)),
@@ -93,6 +100,10 @@ def _fmt(m: Mapping[str, Any]) -> str:
     return f"{m['value']:.3f}{interval}"
 
 
+def _secs(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:.2f}"
+
+
 def mpc_report(summary: Mapping[str, Any]) -> str:
     """``report.md`` of an MPC run."""
     head = summary["headline"]
@@ -112,16 +123,17 @@ def mpc_report(summary: Mapping[str, Any]) -> str:
         f"{summary['success']['position']} px and {summary['success']['angle']} rad of the goal "
         "pose. Intervals: 95% bootstrap over episodes.",
         "",
-        "| planner | success rate [95% CI] | final coverage [95% CI] | n | faults | plan s/step |",
-        "|---|---|---|---|---|---|",
+        "| planner | success rate [95% CI] | final coverage [95% CI] | n | faults | "
+        "plan s/call | plan s/action |",
+        "|---|---|---|---|---|---|---|",
     ]
     for p in summary["planners"]:
         h = head[p]
-        secs = h["plan_seconds_per_step"]
+        call, action = h["plan_seconds_per_call"], h["plan_seconds_per_action"]
         faults = f"{h['faults']} {h['fault_reasons']}" if h["faults"] else "0"
         lines.append(
             f"| {p} | {_fmt(h['success_rate'])} | {_fmt(h['final_coverage'])} | "
-            f"{h['success_rate']['n']} | {faults} | {'n/a' if secs is None else f'{secs:.2f}'} |"
+            f"{h['success_rate']['n']} | {faults} | {_secs(call)} | {_secs(action)} |"
         )
     if "rlvr_minus_base" in head:
         d = head["rlvr_minus_base"]

@@ -159,7 +159,13 @@ def _mpc_summary(
         "frame_side": FRAME_SIDE,
         "cost": "mean |pixel difference| (RGB in [0,1]) of the last predicted frame to the goal",
         "models": {k: str(v) for k, v in cfg.models.model_dump().items()},
-        "headline": mpc_headline(records, r.planners, resamples=r.resamples, seed=r.seed),
+        "headline": mpc_headline(
+            records,
+            r.planners,
+            execute=cfg.planner.execute,
+            resamples=r.resamples,
+            seed=r.seed,
+        ),
         "episodes": records,
     }
 
