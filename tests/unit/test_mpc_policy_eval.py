@@ -50,3 +50,29 @@ def test_start_states_lie_away_from_the_goal() -> None:
         again = policy_starts(sim, 5, 2000, 120.0)
     assert all(np.linalg.norm(block_centroid(s.block) - GOAL) >= 120.0 for s in starts)
     assert all(np.array_equal(a.block, b.block) for a, b in zip(starts, again, strict=True))
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"towards_goal_p": 1.5}, "towards_goal_p must lie in"),
+        ({"keep_direction_p": -0.1}, "keep_direction_p must lie in"),
+        ({"noise": -1.0}, "noise must be >= 0"),
+    ],
+)
+def test_bad_policy_parameters_are_refused(kwargs: dict[str, float], message: str) -> None:
+    from rlvr_world.video.pusht import make_policy
+
+    with pytest.raises(ValueError, match=message):
+        make_policy("noisy-scripted", np.random.default_rng(0), **kwargs)
+
+
+def test_a_noiseless_goal_pusher_heads_for_the_block() -> None:
+    from rlvr_world.video.pusht import make_policy
+
+    act = make_policy("noisy-scripted", np.random.default_rng(0), noise=0.0, towards_goal_p=1.0)
+    agent, block = np.array([100.0, 100.0]), np.array([150.0, 300.0])
+    target = act(agent, block)
+    # the first step goes towards the push position behind the block, at most 50 px away
+    assert np.linalg.norm(target - agent) <= 50.0 + 1e-4
+    assert np.linalg.norm(target - block) < np.linalg.norm(agent - block)
