@@ -76,6 +76,19 @@ def test_smoke_mpc_end_to_end(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -
     assert again["headline"] == head
     assert again["partial"] is False
 
+    # a shard of the last task alone plans it the same way; its lines appended to the full
+    # run's file are repeats, which the summary ignores
+    shard = _run("smoke_pusht.yaml", tmp_path, "shard", "--set", "tasks.start=2")
+    assert shard["n_tasks"] == 1 and {e["task"] for e in shard["episodes"]} == {2}
+    full = {(e["task"], e["planner"]): e for e in summary["episodes"]}
+    for e in shard["episodes"]:
+        mine = full[(2, e["planner"])]
+        assert (e["success"], e["coverage"]) == (mine["success"], mine["coverage"])
+    with (tmp_path / "mpc" / "episodes.jsonl").open("a") as out:
+        out.write((tmp_path / "shard" / "episodes.jsonl").read_text())
+    merged = _run("smoke_pusht.yaml", tmp_path, "mpc", "--set", "run.summarize_only=true")
+    assert merged["headline"] == head
+
 
 def test_smoke_mpc_with_a_missing_model_counts_its_faults(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch

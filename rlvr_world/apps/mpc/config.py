@@ -46,11 +46,16 @@ class TasksSection(_Section):
     min_move: float = Field(default=20.0, ge=0.0, le=512.0, description="block motion, pixels")
     record_steps: int = Field(default=40, ge=2, le=10_000, description="steps per recording")
     seed: int = Field(default=1000, ge=0, description="recording seed (held out from training)")
+    start: int = Field(
+        default=0, ge=0, description="run tasks start..episodes-1 only (to split a run in shards)"
+    )
 
     @model_validator(mode="after")
     def _window(self) -> Self:
         if self.goal_steps >= self.record_steps:
             raise ValueError("tasks.goal_steps: must be below tasks.record_steps")
+        if self.start >= self.episodes:
+            raise ValueError("tasks.start: must be below tasks.episodes")
         return self
 
 

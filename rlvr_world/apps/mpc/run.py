@@ -110,7 +110,7 @@ def run_mpc(cfg: MpcConfig, config_path: str) -> dict[str, Any]:
     models = load_models(cfg.models) if {"base", "rlvr"} & set(r.planners) else {}
     results: list[EpisodeResult] = []
     with PushTSim() as sim, PushTSim() as planning_sim:
-        tasks = _tasks(cfg, sim, cfg.tasks.episodes)
+        tasks = _tasks(cfg, sim, cfg.tasks.episodes)[cfg.tasks.start :]
         dyns: dict[str, Dynamics | ModelUnavailable | None] = {
             name: None if name == "random" else models.get(name, OracleDynamics(planning_sim))
             for name in r.planners
@@ -136,7 +136,7 @@ def run_mpc(cfg: MpcConfig, config_path: str) -> dict[str, Any]:
         None,
     )
     if shown is not None:
-        _trajectory(summary, r.run_dir, shown, tasks[shown.task])
+        _trajectory(summary, r.run_dir, shown, next(t for t in tasks if t.index == shown.task))
     summary["wall_s"] = time.perf_counter() - t0
     _write(r.run_dir, summary, mpc_report(summary))
     return summary
@@ -194,7 +194,12 @@ def summarize_mpc(cfg: MpcConfig, config_path: str) -> dict[str, Any]:
     path = r.run_dir / "episodes.jsonl"
     if not path.is_file():
         raise FileNotFoundError(f"{path}: no episodes to summarise")
-    rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    rows, seen = [], set()
+    for line in path.read_text().splitlines():
+        row = json.loads(line) if line.strip() else None
+        if row is not None and (row["task"], row["planner"]) not in seen:  # first of repeats
+            seen.add((row["task"], row["planner"]))
+            rows.append(row)
     done: dict[int, set[str]] = {}
     for row in rows:
         done.setdefault(int(row["task"]), set()).add(str(row["planner"]))
