@@ -90,12 +90,14 @@ class _ScriptedPusher:
     """State machine: approach the far side of the block, push through it, pick a new direction."""
 
     rng: np.random.Generator
+    towards_goal_p: float = TOWARDS_GOAL_P
+    keep_direction_p: float = KEEP_DIRECTION_P
     direction: Vec = field(default_factory=lambda: np.zeros(2))
     pushing: int = 0  # steps of pushing left; 0 = approaching
     approaching: int = 0  # steps spent approaching the current push position
 
     def _new_direction(self, block: Vec) -> None:
-        if self.direction.any() and self.rng.random() < KEEP_DIRECTION_P:
+        if self.direction.any() and self.rng.random() < self.keep_direction_p:
             # keep pushing roughly the same way (a short walk round), unless that hits a wall
             angle = np.arctan2(self.direction[1], self.direction[0]) + self.rng.normal(0.0, 0.7)
             turned = np.array([np.cos(angle), np.sin(angle)])
@@ -104,7 +106,7 @@ class _ScriptedPusher:
                 self.direction = turned
                 self.approaching = 0
                 return
-        if self.rng.random() < TOWARDS_GOAL_P:
+        if self.rng.random() < self.towards_goal_p:
             target = GOAL + self.rng.normal(0.0, 20.0, size=2)
         else:
             target = self.rng.uniform(110.0, ARENA - 110.0, size=2)
@@ -163,20 +165,40 @@ class _RandomWalk:
 
 def _make_policy(name: str, rng: np.random.Generator) -> Callable[[Vec, Vec], Action]:
     """``act(agent_position, block_centre) -> action`` with Gaussian noise, in [0, 512]."""
+    return make_policy(name, rng)
+
+
+def make_policy(
+    name: str,
+    rng: np.random.Generator,
+    *,
+    noise: float = NOISE,
+    towards_goal_p: float = TOWARDS_GOAL_P,
+    keep_direction_p: float = KEEP_DIRECTION_P,
+) -> Callable[[Vec, Vec], Action]:
+    """``act(agent_position, block_centre) -> action`` in [0, 512], with Gaussian ``noise``
+    (pixels) on every action; ``towards_goal_p`` is the scripted pusher's chance of pushing
+    towards ``GOAL`` when it picks a new direction, ``keep_direction_p`` its chance of only
+    turning the last direction a little instead. The recorder uses the defaults."""
     if name not in POLICIES:
         raise ValueError(f"policy: expected one of {POLICIES}, got {name!r}")
-    scripted = _ScriptedPusher(rng)
+    for pname, p in (("towards_goal_p", towards_goal_p), ("keep_direction_p", keep_direction_p)):
+        if not 0.0 <= p <= 1.0:
+            raise ValueError(f"policy: {pname} must lie in [0, 1], got {p}")
+    if noise < 0.0:
+        raise ValueError(f"policy: noise must be >= 0, got {noise}")
+    scripted = _ScriptedPusher(rng, towards_goal_p, keep_direction_p)
     walk = _RandomWalk(rng)
 
     def act(agent: Vec, block: Vec) -> Action:
         target = walk(agent, block) if name == "random" else _limit(agent, scripted(agent, block))
-        noisy = target + rng.normal(0.0, NOISE, size=2)
+        noisy = target + rng.normal(0.0, noise, size=2)
         return np.clip(noisy, 0.0, ARENA).astype(np.float32)
 
     return act
 
 
-def _make_env() -> Any:
+def make_env() -> Any:
     os.environ.setdefault("SDL_VIDEODRIVER", "dummy")
     os.environ.setdefault("PYGAME_HIDE_SUPPORT_PROMPT", "1")
     try:
@@ -186,7 +208,7 @@ def _make_env() -> Any:
     return module.PushTEnv(obs_type="pixels", render_mode="rgb_array")
 
 
-def _block_com(env: Any) -> Vec:
+def block_com(env: Any) -> Vec:
     body = env.block
     return np.array(body.local_to_world(body.center_of_gravity), dtype=np.float64)
 
@@ -199,7 +221,7 @@ def _record_one(env: Any, steps: int, seed: int, index: int, policy: str) -> Pus
     block_pose = [np.array([*env.block.position, env.block.angle])]
     actions, rewards, success = [], [], []
     for _ in range(steps):
-        action = act(np.array(env.agent.position), _block_com(env))
+        action = act(np.array(env.agent.position), block_com(env))
         obs, reward, _, _, info = env.step(action)
         frames.append(obs)
         actions.append(action)
@@ -227,7 +249,7 @@ def generate_pusht(
     if steps < 1:
         raise ValueError(f"steps: expected >= 1, got {steps}")
     _make_policy(policy, np.random.default_rng(0))  # validate the name before starting pygame
-    env = _make_env()
+    env = make_env()
     try:
         start = time.perf_counter()
         out = [_record_one(env, steps, seed, i, policy) for i in range(n_episodes)]

@@ -57,8 +57,11 @@ def run_run(args: argparse.Namespace) -> int:
     from rlvr_world.apps.pipeline.runner import run_pipeline
 
     overrides = {k: _value(v) for k, _, v in (o.partition("=") for o in args.overrides)}
-    if read_config_mapping(args.config).get("task") == "video":
+    task = read_config_mapping(args.config).get("task")
+    if task == "video":
         return run_video(args.config, overrides)
+    if task in ("mpc", "policy_eval"):
+        return run_mpc_task(args.config, str(task), overrides)
     cfg = load_pipeline_config(args.config, overrides)
     summary = run_pipeline(cfg, str(args.config))
     evals = summary.get("eval", {})
@@ -97,6 +100,29 @@ def run_video(path: Path, overrides: dict[str, Any]) -> int:
         )
     print(f"wall {summary['wall_s']:.0f}s; report: {cfg.run.run_dir / 'report.md'}")
     return 0 if summary.get("rl", {}).get("trainer_exit") == 0 else 1
+
+
+def run_mpc_task(path: Path, task: str, overrides: dict[str, Any]) -> int:
+    """``task: mpc`` / ``task: policy_eval``: PushT planning or policy evaluation with the
+    world models (``rlvr_world.apps.mpc.run``)."""
+    from rlvr_world.apps.mpc.config import load_mpc_config, load_policy_eval_config
+    from rlvr_world.apps.mpc.run import run_mpc, run_policy_eval
+
+    if task == "mpc":
+        summary = run_mpc(load_mpc_config(path, overrides), str(path))
+        for name in summary["planners"]:
+            h = summary["headline"][name]
+            s, c = h["success_rate"], h["final_coverage"]
+            print(
+                f"{name}: success {s['value']}, coverage {c['value']} (n={s['n']}, "
+                f"faults {h['faults']})"
+            )
+    else:
+        summary = run_policy_eval(load_policy_eval_config(path, overrides), str(path))
+        for name, h in summary["headline"].items():
+            print(f"{name}: {h['metric']} {h['value']} ci95 {h['ci95']}")
+    print(f"wall {summary['wall_s']:.0f}s; report: {summary['run_dir']}/report.md")
+    return 0
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -1,0 +1,1 @@
+"""Using the video world models: PushT model-predictive control and policy evaluation."""
