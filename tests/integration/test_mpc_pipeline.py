@@ -83,7 +83,10 @@ def test_smoke_mpc_end_to_end(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -
     full = {(e["task"], e["planner"]): e for e in summary["episodes"]}
     for e in shard["episodes"]:
         mine = full[(2, e["planner"])]
-        assert (e["success"], e["coverage"]) == (mine["success"], mine["coverage"])
+        # pymunk keeps contact caches a state snapshot does not hold, so a task planned in a
+        # fresh process replays to ~0.01 px, not bit for bit (measured: coverage 0.8382 vs 0.8387)
+        assert e["success"] == mine["success"]
+        assert e["coverage"] == pytest.approx(mine["coverage"], abs=0.01)
     with (tmp_path / "mpc" / "episodes.jsonl").open("a") as out:
         out.write((tmp_path / "shard" / "episodes.jsonl").read_text())
     merged = _run("smoke_pusht.yaml", tmp_path, "mpc", "--set", "run.summarize_only=true")
