@@ -157,8 +157,9 @@ def test_world_model_rollout_shapes_and_anchoring(sim: PushTSim, tiny: ModelsSec
     frames = model.rollout(context, actions)
     assert frames.shape == (3, 2, 64, 64, 3)
     assert frames.min() >= 0.0 and frames.max() <= 1.0
-    # greedy decoding: the same actions give the same frames
-    np.testing.assert_array_equal(frames[0], frames[1])
+    # greedy decoding: the same actions give the same tokens; the decoded pixels of two rows of
+    # one batch may differ in float32 rounding (1e-6 measured in a clean-clone CI run)
+    np.testing.assert_allclose(frames[0], frames[1], atol=1e-5)
     assert model.frame_predictions == 6
     with pytest.raises(ValueError, match=r"actions: expected finite \(N, H, 2\)"):
         model.rollout(context, np.zeros((3, 2)))
