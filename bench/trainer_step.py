@@ -8,7 +8,9 @@ tokenizer and model directory (no download); ``current_gradient_accumulation_ste
 as TRL's training loop would. Both run in this process, one torch thread, best of N repeats.
 
 Also ours *before* (the same ``train_step`` with the policy and reference forwards as they were:
-the padding mask given to the model and every logit scaled before the gather), in the same run.
+the padding mask given to the model and every logit scaled before the gather) and ours with
+every row in full (``pack(share_prompts=False)``: each of a group's G rows recomputes the shared
+prompt, as TRL does), in the same run.
 ``--ragged`` gives each response its own length (half to all of ``--response-len``; TRL gets the
 same tokens through its completion mask), so rows are padded as GRPO groups are; the pipeline's
 shapes are ``--prompt-len 392 --response-len 96 --ragged`` (the bench pipeline's kitchen prompts).
@@ -59,17 +61,23 @@ def _before(model: torch.nn.Module, batch: Any, temperature: float) -> torch.Ten
 
 
 @contextlib.contextmanager
-def _forward_as_before(before: bool) -> Iterator[Any]:
-    """The response-logits function ``train_step`` uses: the current one, or ``_before``."""
+def _forward_as(variant: str) -> Iterator[Any]:
+    """The response-logits function ``train_step`` uses: the current one (``ours``), the current
+    one with every row a full forward (``unshared``: ``pack(share_prompts=False)``), or
+    ``_before``."""
+    import functools
     from unittest import mock
 
-    from trainer.model import response_logits
+    from trainer.model import pack, response_logits
 
-    if not before:
+    if variant == "ours":
         yield response_logits
-        return
-    with mock.patch("trainer.step.response_logits", _before):
-        yield _before
+    elif variant == "unshared":
+        with mock.patch("trainer.step.pack", functools.partial(pack, share_prompts=False)):
+            yield response_logits
+    else:
+        with mock.patch("trainer.step.response_logits", _before):
+            yield _before
 
 
 def _batch(args: argparse.Namespace, vocab: int) -> dict[str, torch.Tensor]:
@@ -89,7 +97,7 @@ def _batch(args: argparse.Namespace, vocab: int) -> dict[str, torch.Tensor]:
 
 
 def _ours(
-    cfg: Any, model_dir: Path, batch: dict[str, torch.Tensor], repeats: int, before: bool = False
+    cfg: Any, model_dir: Path, batch: dict[str, torch.Tensor], repeats: int, variant: str = "ours"
 ) -> float:
     from rlvr_world.grpo.groups import TrainSample
     from trainer.model import frozen_copy, load_base
@@ -111,7 +119,7 @@ def _ours(
         for i in range(batch["prompt_ids"].shape[0])
     ]
     best = float("inf")
-    with _forward_as_before(before) as forward:
+    with _forward_as(variant) as forward:
         for _ in range(repeats):
             stats = train_step(
                 cfg,
@@ -214,7 +222,8 @@ def main() -> int:
         assert cfg.model.tiny is not None
         build_tiny(cfg.model.tiny).save_pretrained(model_dir)
         tokenizer = _tokenizer(args.vocab, model_dir)
-        before = _ours(cfg, model_dir, batch, args.repeats, before=True)
+        before = _ours(cfg, model_dir, batch, args.repeats, "before")
+        unshared = _ours(cfg, model_dir, batch, args.repeats, "unshared")
         ours = _ours(cfg, model_dir, batch, args.repeats)
         trl = _trl(model_dir, tokenizer, batch, args)
     print(
@@ -223,8 +232,10 @@ def main() -> int:
         f"Llama hidden {args.hidden} x {args.layers} layers, vocab {args.vocab}, 1 thread"
     )
     print(f"ours before (padding mask): {tokens / before:8.0f} tokens/s ({before * 1e3:.1f} ms)")
+    print(f"ours, every row in full:   {tokens / unshared:8.0f} tokens/s ({unshared * 1e3:.1f} ms)")
     print(f"ours (train_step):          {tokens / ours:8.0f} tokens/s ({ours * 1e3:.1f} ms)")
     print(f"ratio ours / ours before: {before / ours:.2f}x")
+    print(f"ratio ours / ours with every row in full (shared prompts): {unshared / ours:.2f}x")
     print(f"TRL 1.16 _compute_loss:    {tokens / trl:8.0f} tokens/s ({trl * 1e3:.1f} ms)")
     print(f"ratio ours / TRL: {trl / ours:.2f}x")
     return 0

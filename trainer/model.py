@@ -83,12 +83,30 @@ class PackedBatch:
     response_mask: torch.Tensor  # (B, R): 1 on trained response tokens (the sample's loss_mask)
     old_logprobs: torch.Tensor  # (B, R) behaviour log-probs
     advantages: torch.Tensor  # (B, R)
+    #: Rows that share one prompt (a GRPO group), each computed once by ``response_logits``;
+    #: empty when sharing would not save work (``pack``'s ``share_prompts``).
+    shared: tuple[SharedPrompt, ...] = ()
 
 
-def pack(samples: Sequence[TrainSample], device: torch.device) -> PackedBatch:
+@dataclass(frozen=True)
+class SharedPrompt:
+    """Rows of a packed batch whose prompts are the same ``prompt_len`` tokens."""
+
+    rows: tuple[int, ...]
+    prompt_len: int
+    response_len: int  # the longest response among the rows
+
+
+def pack(
+    samples: Sequence[TrainSample], device: torch.device, *, share_prompts: bool = True
+) -> PackedBatch:
     """Collate samples into tensors (pad id 0, masked out). The response mask is the sample's
     ``loss_mask`` (all ones when None): masked tokens stay in the input, as context of the tokens
-    after them, but get no policy-gradient, KL or entropy term."""
+    after them, but get no policy-gradient, KL or entropy term.
+
+    ``share_prompts``: rows with the same prompt are recorded in ``shared`` when the batch has at
+    most half as many distinct prompts as rows (GRPO's groups), so ``response_logits`` runs each
+    prompt once; otherwise (or False) ``shared`` is empty and every row is one full forward."""
     lengths = [len(s.prompt_token_ids) + len(s.token_ids) for s in samples]
     b, length, r = len(samples), max(lengths), max(len(s.token_ids) for s in samples)
     ids = torch.zeros(b, length, dtype=torch.long)
@@ -114,8 +132,23 @@ def pack(samples: Sequence[TrainSample], device: torch.device) -> PackedBatch:
             rmask[i, :n] = torch.tensor(s.loss_mask, dtype=rmask.dtype)
         old[i, :n] = torch.tensor(s.behaviour_logprobs)
         adv[i, :n] = s.advantage
-    tensors = (ids, attn, index, resp, rmask, old, adv)
-    return PackedBatch(*(t.to(device) for t in tensors))
+    ids, attn, index, resp, rmask, old, adv = (
+        t.to(device) for t in (ids, attn, index, resp, rmask, old, adv)
+    )
+    shared = _shared_prompts(samples) if share_prompts else ()
+    return PackedBatch(ids, attn, index, resp, rmask, old, adv, shared=shared)
+
+
+def _shared_prompts(samples: Sequence[TrainSample]) -> tuple[SharedPrompt, ...]:
+    rows: dict[tuple[int, ...], list[int]] = {}
+    for i, s in enumerate(samples):
+        rows.setdefault(tuple(s.prompt_token_ids), []).append(i)
+    if not samples or 2 * len(rows) > len(samples) or any(not p for p in rows):
+        return ()
+    return tuple(
+        SharedPrompt(tuple(r), len(p), max(len(samples[i].token_ids) for i in r))
+        for p, r in rows.items()
+    )
 
 
 def response_logits(model: torch.nn.Module, batch: PackedBatch, temperature: float) -> torch.Tensor:
@@ -126,10 +159,61 @@ def response_logits(model: torch.nn.Module, batch: PackedBatch, temperature: flo
     forward (default position ids are the same too); the model's own causal mask takes a faster
     attention path than an explicit one. Pad positions are never trained (``response_mask``).
     Only the gathered positions are cast and divided by the temperature, not all L x V logits
-    (elementwise, so the values are the same)."""
+    (elementwise, so the values are the same).
+
+    With ``batch.shared`` (and no dropout active in ``model``), each shared prompt runs once: its
+    forward yields the first response token's logits and a KV cache, which is repeated for the
+    group's rows and continued with their responses (positions after the prompt). The logits
+    are those of the full forward up to float rounding (``tests/unit/test_response_logits.py``),
+    and gradients reach the prompt's computation through the cache. Positions past a row's
+    response are zeros (never trained). A model that returns no cache (gradient checkpointing)
+    gets the full forward."""
+    if batch.shared and not _dropout_active(model):
+        shared = _shared_response_logits(model, batch)
+        if shared is not None:
+            return shared.float() / temperature
     logits = model(input_ids=batch.input_ids).logits[:, :-1, :]
     index = batch.gather_index.unsqueeze(-1).expand(-1, -1, logits.shape[-1])
     return torch.gather(logits, 1, index).float() / temperature
+
+
+def _dropout_active(model: torch.nn.Module) -> bool:
+    """Whether a dropout with p > 0 is in training mode (sharing a prompt's forward would share
+    its dropout mask across the group's rows, a different estimator)."""
+    return model.training and any(
+        isinstance(m, torch.nn.Dropout) and m.p > 0 and m.training for m in model.modules()
+    )
+
+
+def _shared_response_logits(model: torch.nn.Module, batch: PackedBatch) -> torch.Tensor | None:
+    """None when the model returns no KV cache (e.g. gradient checkpointing turns it off)."""
+    width = batch.response_ids.shape[1]
+    parts: list[torch.Tensor] = []
+    order: list[int] = []
+    for group in batch.shared:
+        rows = torch.tensor(group.rows, device=batch.input_ids.device)
+        p, n, k = group.prompt_len, group.response_len, len(group.rows)
+        head = model(input_ids=batch.input_ids[rows[:1], :p], use_cache=True)
+        first = head.logits[:, -1:, :].expand(k, -1, -1)
+        cache = head.past_key_values
+        if cache is None:
+            return None
+        if n > 1:
+            cache.batch_repeat_interleave(k)
+            tail = batch.input_ids[rows, p : p + n - 1]
+            positions = torch.arange(p, p + n - 1, device=tail.device).expand(k, -1)
+            rest = model(
+                input_ids=tail, past_key_values=cache, position_ids=positions, use_cache=False
+            ).logits
+            logits = torch.cat([first, rest], dim=1)
+        else:
+            logits = first
+        logits = logits[:, :width]  # a group of empty responses: no position to keep
+        parts.append(torch.nn.functional.pad(logits, (0, 0, 0, width - logits.shape[1])))
+        order.extend(group.rows)
+    inverse = torch.empty(len(order), dtype=torch.long)
+    inverse[torch.tensor(order)] = torch.arange(len(order))
+    return torch.cat(parts)[inverse.to(parts[0].device)]
 
 
 def token_logprobs(logits: torch.Tensor, token_ids: torch.Tensor) -> torch.Tensor:
