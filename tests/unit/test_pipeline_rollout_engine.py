@@ -77,6 +77,11 @@ def test_a_model_directory_vllm_cannot_attend_over_is_refused(tmp_path: Path) ->
         json.dumps({"hidden_size": 96, "num_attention_heads": 3, "head_dim": 32})
     )
     check_rollout_engine(vllm, model)  # head_dim wins over hidden / heads
+    (model / "config.json").write_text(
+        json.dumps({"hidden_size": 128, "num_attention_heads": 4, "head_dim": 16})
+    )
+    with pytest.raises(ValueError, match=r"head size 16 \(head_dim 16\) is not one"):
+        check_rollout_engine(vllm, model)
     check_rollout_engine(RolloutSection(), model)  # transformers takes any shape
 
 

@@ -82,23 +82,24 @@ class RolloutSection(BaseModel):
         return self.python or default_vllm_python()
 
 
-def head_size_error(hidden_size: int, num_heads: int) -> str | None:
-    """Why vLLM's CPU attention cannot run a model of this shape; None when it can."""
-    if hidden_size % num_heads:
+def head_size_error(hidden_size: int, num_heads: int, head_dim: int | None = None) -> str | None:
+    """Why vLLM's CPU attention cannot run a model of this shape (``head_dim``: set explicitly,
+    e.g. in a Hugging Face config); None when it can."""
+    if head_dim is not None:
+        head, shape = head_dim, f"head_dim {head_dim}"
+    elif hidden_size % num_heads:
         return f"hidden size {hidden_size} is not a multiple of its {num_heads} heads"
-    head = hidden_size // num_heads
+    else:
+        head, shape = hidden_size // num_heads, f"hidden {hidden_size} / {num_heads} heads"
     if head not in VLLM_CPU_HEAD_SIZES:
         sizes = ", ".join(map(str, VLLM_CPU_HEAD_SIZES))
-        return (
-            f"head size {head} (hidden {hidden_size} / {num_heads} heads) is not one vLLM's CPU "
-            f"attention takes ({sizes})"
-        )
+        return f"head size {head} ({shape}) is not one vLLM's CPU attention takes ({sizes})"
     return None
 
 
 def model_head_size_error(model: Path) -> str | None:
-    """``head_size_error`` of a Hugging Face model directory's ``config.json`` (its ``head_dim``
-    when set); None when the shape is fine or the file says nothing about it."""
+    """``head_size_error`` of a Hugging Face model directory's ``config.json``; None when the
+    shape is fine or the file says nothing about it."""
     try:
         config = json.loads((model / "config.json").read_text())
     except (OSError, ValueError):
@@ -107,9 +108,7 @@ def model_head_size_error(model: Path) -> str | None:
     if not isinstance(hidden, int) or not isinstance(heads, int) or heads < 1:
         return None
     head_dim = config.get("head_dim")
-    if isinstance(head_dim, int) and head_dim != hidden // heads:
-        return head_size_error(head_dim * heads, heads)
-    return head_size_error(hidden, heads)
+    return head_size_error(hidden, heads, head_dim if isinstance(head_dim, int) else None)
 
 
 def check_rollout_engine(rollout: RolloutSection, model: Path | None = None) -> None:
