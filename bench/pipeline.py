@@ -43,6 +43,12 @@ are printed with their ratio, against issue 20's target of 5 s, with where each 
 group and step) and the floor no ordering removes: a fresh interpreter importing the rollout
 engine (torch + transformers).
 
+``--vllm`` adds a run of ours with every rollout served by vLLM (``rollout.engine: vllm``, from
+the vLLM environment of ``make vllm-setup``; KV cache ``--vllm-kv-cache-gib``), in the same
+alternation and from the same SFT start, reported as its own row (*ours, vLLM rollout*) with its
+rates, start-up (the vLLM service's start-up is in *total*) and peak RSS. The rollout service then
+reloads each version through vLLM (``reload_weights``) instead of ``load_state_dict``.
+
 Peak RSS (``rlvr_world.apps.memory``, Linux): ours is the sum of the per-process peaks of the
 whole job (this process as the orchestrator, Redis, the services with their children, the
 trainer), TRL the peak of this process; this process's peak is reset before each run, and its
@@ -62,6 +68,7 @@ sides still do the full forward/backward, so the cost per step is unchanged.
     python bench/pipeline.py [--steps 6] [--warmup 1] [--group-size 4] [--prompts-per-step 4]
                              [--max-tokens 96] [--max-staleness 2] [--trl-threads 1]
                              [--repeats 2] [--skip-old-order] [--keep DIR [--reuse-setup]]
+                             [--vllm [--vllm-kv-cache-gib 0.25]]
 """
 
 from __future__ import annotations
@@ -87,6 +94,7 @@ from rlvr_world.apps.grpo import requests_forever
 from rlvr_world.apps.memory import MIB, reset_own_peak, vm_hwm, vm_rss
 from rlvr_world.apps.pipeline.config import PipelineConfig, load_pipeline_config
 from rlvr_world.apps.pipeline.runner import PipelineRun, TrainerStart
+from rlvr_world.apps.pipeline.stack import check_rollout_engine
 from rlvr_world.items import PromptItem, load_items
 from rlvr_world.queue.server import URL_FILENAME
 from rlvr_world.runlog import read_jsonl
@@ -121,12 +129,23 @@ class Prepared:
     model: Path
 
 
-def pipeline_config(args: argparse.Namespace, run_dir: Path) -> PipelineConfig:
-    """``bench.yaml`` with this bench's sizes (evaluations off there)."""
+def pipeline_config(
+    args: argparse.Namespace, run_dir: Path, *, vllm: bool = False
+) -> PipelineConfig:
+    """``bench.yaml`` with this bench's sizes (evaluations off there); ``vllm``: every rollout
+    served by vLLM (``--vllm``)."""
     p, g = args.prompts_per_step, args.group_size
+    engine: dict[str, Any] = {}
+    if vllm:
+        engine = {
+            "rollout.engine": "vllm",
+            "rollout.kv_cache_gib": args.vllm_kv_cache_gib,
+            "run.service_start_timeout_s": 600.0,
+        }
     return load_pipeline_config(
         BASE_CONFIG,
         {
+            **engine,
             "rl.group_size": g,
             "rl.groups_per_step": p,
             "rl.steps": args.warmup + args.steps,
@@ -202,6 +221,7 @@ class _OrderedRun(_PreparedRun):
 
 
 OURS = "ours (rlvr-world run)"
+VLLM = "ours, vLLM rollout"
 ORDERS: dict[TrainerStart, str] = {
     "before_feed": "ours, trainer first (old)",
     "beside_feed": "ours, trainer beside feed",
@@ -215,7 +235,12 @@ def fresh_peak() -> tuple[bool, float]:
     return done, (vm_rss("self") or 0) / MIB
 
 
-def run_ours(cfg: PipelineConfig, prepared: Prepared, order: TrainerStart | None = None) -> Side:
+def run_ours(
+    cfg: PipelineConfig,
+    prepared: Prepared,
+    order: TrainerStart | None = None,
+    name: str | None = None,
+) -> Side:
     reset, base_mib = fresh_peak()
     start = time.time()
     run = _PreparedRun(cfg, prepared) if order is None else _OrderedRun(cfg, prepared, order)
@@ -227,7 +252,7 @@ def run_ours(cfg: PipelineConfig, prepared: Prepared, order: TrainerStart | None
     ledger = read_jsonl(run_dir / "ledger.jsonl")
     first_push = min(e["time"] for e in ledger if e["event"] == "pushed")
     side = Side(
-        OURS if order is None else ORDERS[order],
+        name or (OURS if order is None else ORDERS[order]),
         start,
         [float(e["time"]) for e in steps],
         loop_start=min(float(e["time"]) for e in ledger if e["event"] == "start"),
@@ -473,7 +498,7 @@ def report_startup_and_memory(runs: list[Side], floors: list[float]) -> None:
     )
     ours_step = med(s.step_ends[0] - s.start for s in by_name[OURS])
     print(f"first step done, median: ours {ours_step:.2f} s from the run's start")
-    for name in ORDERS.values():
+    for name in [*ORDERS.values(), VLLM]:
         if name in by_name:
             other = med(s.loop_start - s.start for s in by_name[name])
             first_step = med(s.step_ends[0] - s.start for s in by_name[name])
@@ -489,7 +514,7 @@ def report_startup_and_memory(runs: list[Side], floors: list[float]) -> None:
         peaks = [s.peak_rss_mib for s in sides if s.peak_rss_mib is not None]
         if peaks:
             print(f"peak RSS, {name}: median {med(peaks):.0f} MiB (all: {peaks})")
-    trl = [n for n in by_name if n != OURS and n not in ORDERS.values()]
+    trl = [n for n in by_name if n not in (OURS, VLLM, *ORDERS.values())]
     ours_peaks = [s.peak_rss_mib for s in by_name[OURS] if s.peak_rss_mib is not None]
     ours_more = [s.peak_rss_mib - s.base_rss_mib for s in by_name[OURS] if s.peak_rss_mib]
     for name in trl:
@@ -531,6 +556,14 @@ def main() -> int:
         action="store_true",
         help="no run in the old start-up order (trainer ready before the first request)",
     )
+    p.add_argument(
+        "--vllm",
+        action="store_true",
+        help="also a run of ours with vLLM rollouts (make vllm-setup; RLVR_VLLM_PYTHON)",
+    )
+    p.add_argument(
+        "--vllm-kv-cache-gib", type=float, default=0.25, help="--vllm: the rollout's KV cache"
+    )
     p.add_argument("--keep", type=Path, default=None, help="keep run dirs here (default: temp)")
     p.add_argument(
         "--reuse-setup", action="store_true", help="with --keep: reuse its items and SFT weights"
@@ -542,13 +575,15 @@ def main() -> int:
     hf_logging.disable_progress_bar()  # type: ignore[no-untyped-call]
     with tempfile.TemporaryDirectory() as tmp:
         root = args.keep or Path(tmp)
+        if args.vllm:  # refused before the setup: no vLLM environment, a head size vLLM refuses
+            check_rollout_engine(pipeline_config(args, root / "vllm", vllm=True).rollout)
         t0 = time.perf_counter()
         prepared = prepare(pipeline_config(args, root / "prepare"), args.reuse_setup)
         print(f"setup (items, tiny model, SFT): {time.perf_counter() - t0:.1f} s")
         runs: list[Side] = []
         floors: list[float] = []
         for _ in range(args.repeats):  # alternate, so load drift hits both sides alike
-            for name in ["ours", "old", "beside", *(f"trl{t}" for t in args.trl_threads)]:
+            for name in ["ours", "old", "beside", "vllm", *(f"trl{t}" for t in args.trl_threads)]:
                 shutil.rmtree(root / name, ignore_errors=True)
             floors.append(import_floor())
             runs.append(run_ours(pipeline_config(args, root / "ours"), prepared))
@@ -557,6 +592,9 @@ def main() -> int:
             if args.beside_feed:
                 cfg = pipeline_config(args, root / "beside")
                 runs.append(run_ours(cfg, prepared, "beside_feed"))
+            if args.vllm:
+                cfg = pipeline_config(args, root / "vllm", vllm=True)
+                runs.append(run_ours(cfg, prepared, name=VLLM))
             for threads in args.trl_threads:
                 cfg = pipeline_config(args, root / f"trl{threads}")
                 runs.append(run_trl(cfg, prepared, threads, root / f"trl{threads}"))

@@ -116,8 +116,14 @@ class ServiceClients:
 
     async def served_version(self) -> int:
         """The policy version the rollout service serves now."""
-        info = await self._rollout.Info(rollout_pb2.EngineInfoRequest(), timeout=self.timeout_s)
-        return int(info.policy_version)
+        return int((await self.engine_info()).policy_version)
+
+    async def engine_info(self) -> rollout_pb2.EngineInfoResponse:
+        """The rollout service's engine, model and served version (``Info``)."""
+        info: rollout_pb2.EngineInfoResponse = await self._rollout.Info(
+            rollout_pb2.EngineInfoRequest(), timeout=self.timeout_s
+        )
+        return info
 
     async def decode(self, token_ids: Sequence[Sequence[int]], special_tokens: str) -> list[str]:
         """Texts of several samples in one ``DecodeTextBatch`` call."""

@@ -8,6 +8,9 @@ Every field has a description and bounds; ``configs/pipeline/*.yaml`` are the sh
 Llama with a tokenizer trained on the run's own prompts (``model.tiny``); ``model.path`` names a
 Hugging Face model directory (with its tokenizer) instead.
 
+``rollout.engine: vllm`` serves every rollout of the run with vLLM from its own environment
+(``stack.RolloutSection``); the tiny model's shape is checked against vLLM's CPU attention here.
+
 ``task: web`` reads web transitions instead (``WebDataConfig``: ``data.sources`` names the shared
 MiniWoB++ / WebArena files or collector output directories); the rest of the config is the same.
 """
@@ -21,6 +24,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, model_validator
 
 from rlvr_world.apps.grpo import RlSection
+from rlvr_world.apps.pipeline.stack import RolloutSection, head_size_error
 from rlvr_world.tiny_model import TinyLMConfig
 
 
@@ -273,6 +277,10 @@ class PipelineConfig(_Section):
     model: ModelSection = Field(default_factory=ModelSection, description="policy model")
     sft: SftSection = Field(default_factory=SftSection, description="SFT warm-up")
     rl: TextRl = Field(default_factory=TextRl, description="GRPO")
+    rollout: RolloutSection = Field(
+        default_factory=RolloutSection,
+        description="the engine of every rollout service (GRPO, evaluation, control)",
+    )
     eval: EvalSection = Field(default_factory=EvalSection, description="held-out evaluation")
     control: ControlSection = Field(default_factory=ControlSection, description="MLE control")
     run: RunSection = Field(default_factory=RunSection, description="run")
@@ -283,6 +291,17 @@ class PipelineConfig(_Section):
             raise ValueError("task: web needs data.sources (web transition files or folders)")
         if self.task == "text_game" and isinstance(self.data, WebDataConfig):
             raise ValueError("data.sources is web data: set task: web")
+        return self
+
+    @model_validator(mode="after")
+    def _vllm_takes_the_model(self) -> PipelineConfig:
+        """The tiny model's head size, at load (a ``model.path`` is checked before the run:
+        ``stack.check_rollout_engine``)."""
+        tiny = self.model.tiny
+        if self.rollout.engine == "vllm" and tiny is not None:
+            why = head_size_error(tiny.hidden_size, tiny.num_heads)
+            if why is not None:
+                raise ValueError(f"rollout.engine vllm: model.tiny: {why}")
         return self
 
     @property

