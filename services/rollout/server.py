@@ -65,6 +65,7 @@ def build_engine(settings: RolloutSettings) -> GenerationEngine:
         dtype=settings.dtype,
         version=settings.initial_version,
         max_prompt_tokens=settings.max_prompt_tokens,
+        batch_rows=settings.batch_rows,
     )
 
 

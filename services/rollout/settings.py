@@ -43,6 +43,13 @@ class RolloutSettings(ServiceSettings):
         default=None, gt=0, description="vLLM: KV-cache memory in GiB (unset: 1 GiB on CPU)"
     )
     torch_threads: int = Field(default=1, ge=1, le=256, description="torch intra-op threads")
+    batch_rows: int = Field(
+        default=64,
+        ge=0,
+        le=65_536,
+        description="transformers: most sample rows of waiting requests generated together "
+        "(0: one request at a time)",
+    )
     grpc_port: int = Field(default=50061, ge=0, le=65535, description="0 picks a free port")
     metrics_port: int | None = Field(
         default=None,

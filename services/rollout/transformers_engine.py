@@ -6,15 +6,24 @@ repeated for the ``n`` samples, then one token per step for all samples at once 
 keep stepping and are cut afterwards). With ``inserts`` (interleaved generation, see
 ``services.rollout.engine``) each forced run is fed through the KV cache for all ``n`` rows in the
 same forward pass as the segment's last generated token. Log-probs follow
-``services.rollout.sampling``. One request runs at a time (a lock around the model); weight loads
-wait for the running request and never mix two versions in one generation.
+``services.rollout.sampling``. One generation runs at a time (a lock around the model); weight
+loads wait for the running one and never mix two versions in one generation.
+
+Batching across requests (``batch_rows`` > 0): plain requests (no ``inserts``) that wait while a
+generation runs are taken together, up to ``batch_rows`` sample rows, by the next thread to get
+the model: each prompt is prefilled on its own, the caches are left-padded to the longest prompt
+and joined, and every decode step runs all rows at once (attention mask over the padding,
+positions per row). Each request draws from its own generator, for its own rows and for as many
+steps as it would alone, so a seeded request gets the same tokens as alone up to float rounding
+of the joined forward (log-probs to about 1e-6). A request waiting alone, or with ``inserts``,
+runs the single-request loop above.
 
 Weights (``load_weights``): a directory written by the trainer (``trainer/checkpoint.py``), i.e.
 ``save_pretrained`` output: ``*.safetensors`` of the full model (copied in place, tied embeddings
 may be absent from the file), or a LoRA adapter (``adapter_config.json`` +
 ``adapter_model.safetensors``), which is merged into a freshly loaded copy of the *base* model
 given at start (peft ``merge_and_unload``) and then copied in. Not a tensor-parallel or paged
-engine; no batching across requests.
+engine.
 """
 
 from __future__ import annotations
@@ -23,13 +32,14 @@ import logging
 import threading
 import time
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import torch
 from safetensors import SafetensorError
 from safetensors.torch import load_file
-from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel
+from transformers import AutoModelForCausalLM, AutoTokenizer, DynamicCache, PreTrainedModel
 
 from rlvr_world.weights import ADAPTER_CONFIG
 from services.rollout.engine import (
@@ -96,6 +106,19 @@ def read_checkpoint(path: Path) -> dict[str, torch.Tensor]:
     return state
 
 
+@dataclass(eq=False)
+class _Waiting:
+    """A plain request waiting for the model (``TransformersEngine.generate`` with batching)."""
+
+    ids: list[int]
+    params: SamplingParams
+    generator: torch.Generator | None
+    samples: list[Sample] | None = None
+    version: int = 0
+    error: BaseException | None = None
+    done: threading.Event = field(default_factory=threading.Event)
+
+
 class TransformersEngine:
     """A causal LM and its tokenizer, serving one policy version at a time."""
 
@@ -109,6 +132,7 @@ class TransformersEngine:
         dtype: str = "float32",
         version: int = 0,
         max_prompt_tokens: int = 32_768,
+        batch_rows: int = 64,
     ) -> None:
         self.model_path = model
         self.device = torch.device(device)
@@ -126,6 +150,11 @@ class TransformersEngine:
         self.context_length = getattr(self.model.config, "max_position_embeddings", None)
         self._version = version
         self._lock = threading.Lock()
+        if batch_rows < 0:
+            raise ValueError(f"batch_rows = {batch_rows}: must be >= 0 (0: no batching)")
+        self.batch_rows = batch_rows
+        self._waiting: list[_Waiting] = []
+        self._waiting_lock = threading.Lock()
         log.info(
             "transformers engine: %s (vocab %d, eos %s) on %s, version %d",
             model,
@@ -174,10 +203,50 @@ class TransformersEngine:
         generator = None
         if params.seed is not None:
             generator = torch.Generator(device=self.device).manual_seed(params.seed)
-        with self._lock, torch.inference_mode():
-            version = self._version
-            samples = self._sample(ids, params, generator)
-        return Generation(prompt_token_ids=ids, samples=samples, policy_version=version)
+        if self.batch_rows == 0 or params.inserts:
+            with self._lock, torch.inference_mode():
+                version = self._version
+                samples = self._sample(ids, params, generator)
+            return Generation(prompt_token_ids=ids, samples=samples, policy_version=version)
+        me = _Waiting(ids, params, generator)
+        with self._waiting_lock:
+            self._waiting.append(me)
+        while not me.done.is_set():
+            with self._lock:
+                if not me.done.is_set():
+                    self._run_waiting()
+        if me.error is not None:
+            raise me.error
+        assert me.samples is not None
+        return Generation(prompt_token_ids=ids, samples=me.samples, policy_version=me.version)
+
+    def _run_waiting(self) -> None:
+        """Under the model lock: generate for the waiting requests, oldest first, up to
+        ``batch_rows`` rows (at least one request), and hand each its samples or the error."""
+        with self._waiting_lock:
+            take: list[_Waiting] = []
+            rows = 0
+            for w in self._waiting:
+                if take and rows + w.params.n > self.batch_rows:
+                    break
+                take.append(w)
+                rows += w.params.n
+            del self._waiting[: len(take)]
+        try:
+            with torch.inference_mode():
+                if len(take) == 1:
+                    w = take[0]
+                    results = [self._sample(w.ids, w.params, w.generator)]
+                else:
+                    results = self._sample_joined(take)
+            for w, samples in zip(take, results, strict=True):
+                w.samples, w.version = samples, self._version
+        except BaseException as exc:  # every request of the batch gets the error, none hangs
+            for w in take:
+                w.error = exc
+        finally:
+            for w in take:
+                w.done.set()
 
     def _decode(self, ids: list[int]) -> str:
         return str(self.tokenizer.decode(ids, skip_special_tokens=True))
@@ -214,16 +283,8 @@ class TransformersEngine:
                     logits = out.logits[:, -1, :]
                 nxt, lp = next_tokens(logits, params, generator)
                 pending = nxt.unsqueeze(-1)
-                nxt_list, lp_list = nxt.tolist(), lp.tolist()
-                for i in sorted(active):
-                    tokens[i].append(int(nxt_list[i]))
-                    logps[i].append(float(lp_list[i]))
-                    if not params.ignore_eos and nxt_list[i] in self.eos:
-                        finish[i] = "stop"
-                        active.discard(i)
-                    elif params.stop and (at := self._stop_at(tokens[i], params.stop)) is not None:
-                        finish[i], cut[i] = "stop", at
-                        active.discard(i)
+                state = (tokens, logps, finish, cut)
+                self._take(params, nxt.tolist(), lp.tolist(), 0, active, state=state)
                 if not active:
                     break
             forced += [False] * segment + [True] * len(run)
@@ -244,6 +305,109 @@ class TransformersEngine:
             )
             for i in range(n)
         ]
+
+    def _sample_joined(self, reqs: Sequence[_Waiting]) -> list[list[Sample]]:
+        """Plain requests in one decode loop (module docstring: batching across requests)."""
+        counts = [w.params.n for w in reqs]
+        longest = max(len(w.ids) for w in reqs)
+        firsts, layers, masks = [], [], []
+        for w in reqs:
+            out = self.model(input_ids=torch.tensor([w.ids], device=self.device), use_cache=True)
+            firsts.append(out.logits[:, -1, :].expand(w.params.n, -1))
+            pad = longest - len(w.ids)
+            layers.append(
+                [
+                    tuple(
+                        torch.nn.functional.pad(t, (0, 0, pad, 0)).expand(w.params.n, -1, -1, -1)
+                        for t in (layer.keys, layer.values)
+                    )
+                    for layer in out.past_key_values.layers
+                ]
+            )
+            mask = torch.ones(w.params.n, longest, dtype=torch.long, device=self.device)
+            mask[:, :pad] = 0
+            masks.append(mask)
+        cache = DynamicCache()
+        for i in range(len(layers[0])):
+            keys = torch.cat([per[i][0] for per in layers])
+            values = torch.cat([per[i][1] for per in layers])
+            cache.update(keys, values, i)
+        mask = torch.cat(masks)
+        position = torch.tensor(
+            [len(w.ids) for w, n in zip(reqs, counts, strict=True) for _ in range(n)],
+            device=self.device,
+        )
+        logits = torch.cat(firsts)
+        starts = [sum(counts[:j]) for j in range(len(reqs))]
+        tokens: list[list[int]] = [[] for _ in range(sum(counts))]
+        logps: list[list[float]] = [[] for _ in range(sum(counts))]
+        finish: list[FinishReason] = ["length"] * sum(counts)
+        cut: list[int | None] = [None] * sum(counts)
+        active = [set(range(a, a + n)) for a, n in zip(starts, counts, strict=True)]
+        pending = torch.zeros(sum(counts), dtype=torch.long, device=self.device)
+        for step in range(max(w.params.max_tokens for w in reqs)):
+            if step > 0:
+                mask = torch.cat([mask, mask.new_ones(mask.shape[0], 1)], dim=1)
+                out = self.model(
+                    input_ids=pending.unsqueeze(-1),
+                    past_key_values=cache,
+                    attention_mask=mask,
+                    position_ids=position.unsqueeze(-1),
+                    use_cache=True,
+                )
+                cache, logits = out.past_key_values, out.logits[:, -1, :]
+                position = position + 1
+            for j, w in enumerate(reqs):
+                if not active[j] or step >= w.params.max_tokens:
+                    continue  # as alone: a request stops drawing once all its rows are done
+                rows = slice(starts[j], starts[j] + counts[j])
+                nxt, lp = next_tokens(logits[rows], w.params, w.generator)
+                pending[rows] = nxt
+                self._take(
+                    w.params,
+                    nxt.tolist(),
+                    lp.tolist(),
+                    starts[j],
+                    active[j],
+                    state=(tokens, logps, finish, cut),
+                )
+            if not any(active[j] and step + 1 < w.params.max_tokens for j, w in enumerate(reqs)):
+                break
+        return [
+            [
+                Sample(
+                    token_ids=tokens[i],
+                    logprobs=logps[i],
+                    finish_reason=finish[i],
+                    text=self._decode(tokens[i])[: cut[i]],
+                )
+                for i in range(a, a + n)
+            ]
+            for a, n in zip(starts, counts, strict=True)
+        ]
+
+    def _take(
+        self,
+        params: SamplingParams,
+        nxt: list[int],
+        lp: list[float],
+        start: int,
+        active: set[int],
+        *,
+        state: tuple[list[list[int]], list[list[float]], list[FinishReason], list[int | None]],
+    ) -> None:
+        """Append one drawn token to each active row of a request (rows ``start`` + i) and mark
+        the rows that stop (EOS, or a stop string: cut there)."""
+        tokens, logps, finish, cut = state
+        for i in sorted(active):
+            tokens[i].append(int(nxt[i - start]))
+            logps[i].append(float(lp[i - start]))
+            if not params.ignore_eos and nxt[i - start] in self.eos:
+                finish[i] = "stop"
+                active.discard(i)
+            elif params.stop and (at := self._stop_at(tokens[i], params.stop)) is not None:
+                finish[i], cut[i] = "stop", at
+                active.discard(i)
 
     # ------------------------------------------------------------ weights
 
