@@ -60,13 +60,16 @@ threads; on a 2-core machine shared with other work, two threads oversubscribe a
 down several times, so it is not the default); ours trains on samples up to
 ``--max-staleness`` policy versions old (clipped importance ratios against the behaviour
 log-probs), TRL strictly on-policy; TRL generates all
-P x G rows in one batched ``generate``, ours G rows per request; ours checkpoints every step and
+P x G rows in one batched ``generate``, ours G rows per request, with the requests that wait
+together generated in one batch by the rollout service (``--max-inflight``, default P: up to
+a step's P x G rows; the vLLM engine takes one request at a time); ours checkpoints every step and
 the rollout service reloads it, TRL saves nothing; ours scores through the reward service over
 gRPC, TRL in process. The SFT warm-up is short, so rewards may all be 0 (zero advantages): both
 sides still do the full forward/backward, so the cost per step is unchanged.
 
     python bench/pipeline.py [--steps 6] [--warmup 1] [--group-size 4] [--prompts-per-step 4]
-                             [--max-tokens 96] [--max-staleness 2] [--trl-threads 1]
+                             [--max-tokens 96] [--max-staleness 2] [--max-inflight P]
+                             [--trl-threads 1]
                              [--repeats 2] [--skip-old-order] [--keep DIR [--reuse-setup]]
                              [--vllm [--vllm-kv-cache-gib 0.25]]
 """
@@ -152,6 +155,7 @@ def pipeline_config(
             "rl.micro_batch_size": p * g,  # one backward per step, as TRL's batch
             "rl.max_tokens": args.max_tokens,
             "rl.max_staleness": args.max_staleness,
+            "rl.max_inflight": args.max_inflight or p,
             "rl.reward_variant": VARIANT,
             "rl.reward_type": REWARD_TYPE,
             "sft.epochs": args.sft_epochs,
@@ -412,7 +416,8 @@ WINDOWS = ("steady", "loop", "total")
 CAVEATS = (
     "not equal: ours uses both cores (one thread per process), TRL one thread unless 2 is listed",
     "not equal: ours trains on samples up to max_staleness versions old, TRL on-policy",
-    "not equal: TRL generates P x G rows in one batch, ours G rows per request (favours TRL)",
+    "not equal: TRL generates P x G rows in one batch, ours G rows per request, the waiting "
+    "requests joined (transformers engine; up to --max-inflight prompts)",
     "not equal: ours checkpoints every step and reloads rollout weights, scores over gRPC; "
     "TRL saves nothing and scores in process (favours TRL)",
 )
@@ -539,6 +544,13 @@ def main() -> int:
     p.add_argument("--max-tokens", type=int, default=96, help="max new tokens per sample")
     p.add_argument(
         "--max-staleness", type=int, default=2, help="ours: policy versions samples may lag"
+    )
+    p.add_argument(
+        "--max-inflight",
+        type=int,
+        default=0,
+        help="ours: prompts in flight (0: --prompts-per-step, so a step's prompts are generated "
+        "together by the rollout's batching)",
     )
     p.add_argument("--sft-epochs", type=int, default=1, help="SFT warm-up epochs (setup)")
     p.add_argument("--train-prompts", type=int, default=160, help="train prompts (SFT + RL)")
