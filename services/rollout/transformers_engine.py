@@ -3,7 +3,9 @@ small models on CPU (or one GPU).
 
 Generation is a manual sampling loop with a KV cache: the prompt is prefilled once, the cache is
 repeated for the ``n`` samples, then one token per step for all samples at once (finished samples
-keep stepping and are cut afterwards). With ``inserts`` (interleaved generation, see
+keep stepping and are cut afterwards). The cache gets room for every position the request can
+add (``_ReservedLayer``), so a step writes its keys and values in place rather than copying the
+whole cache (``DynamicCache`` grows by ``torch.cat``). With ``inserts`` (interleaved generation, see
 ``services.rollout.engine``) each forced run is fed through the KV cache for all ``n`` rows in the
 same forward pass as the segment's last generated token. Log-probs follow
 ``services.rollout.sampling``. One generation runs at a time (a lock around the model); weight
@@ -40,6 +42,7 @@ import torch
 from safetensors import SafetensorError
 from safetensors.torch import load_file
 from transformers import AutoModelForCausalLM, AutoTokenizer, DynamicCache, PreTrainedModel
+from transformers.cache_utils import DynamicLayer
 
 from rlvr_world.weights import ADAPTER_CONFIG
 from services.rollout.engine import (
@@ -104,6 +107,54 @@ def read_checkpoint(path: Path) -> dict[str, torch.Tensor]:
         except SafetensorError as exc:  # a bad header or truncated data: the sender's fault
             raise InvalidRequest(f"checkpoint: {file.name} is not valid safetensors") from exc
     return state
+
+
+class _ReservedLayer(DynamicLayer):  # type: ignore[no-untyped-call]
+    """A ``DynamicLayer`` whose keys and values are views of buffers with room for more
+    positions: ``update`` writes the new positions in place instead of ``torch.cat``, which
+    copies the whole cache at every decode step (35 % of a 16-row generation's time, profiled).
+    Past the room, the buffers double."""
+
+    def __init__(self, layer: DynamicLayer, room: int) -> None:
+        super().__init__()
+        self.dtype, self.device, self.is_initialized = layer.dtype, layer.device, True
+        self._length = layer.get_seq_length()
+        assert layer.keys is not None and layer.values is not None  # a filled layer
+        self._kbuf = self._grown(layer.keys, room)
+        self._vbuf = self._grown(layer.values, room)
+        self._views()
+
+    def _grown(self, states: torch.Tensor, room: int) -> torch.Tensor:
+        b, h, _, d = states.shape
+        buf = states.new_empty(b, h, self._length + room, d)
+        buf[:, :, : self._length] = states[:, :, : self._length]
+        return buf
+
+    def _views(self) -> None:
+        self.keys = self._kbuf[:, :, : self._length]
+        self.values = self._vbuf[:, :, : self._length]
+
+    def update(
+        self, key_states: torch.Tensor, value_states: torch.Tensor, *args: Any, **kwargs: Any
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        new = key_states.shape[-2]
+        if self._length + new > self._kbuf.shape[-2]:
+            room = max(new, self._kbuf.shape[-2])
+            self._kbuf, self._vbuf = self._grown(self._kbuf, room), self._grown(self._vbuf, room)
+        end = self._length + new
+        self._kbuf[:, :, self._length : end] = key_states
+        self._vbuf[:, :, self._length : end] = value_states
+        self._length = end
+        self._views()
+        return self._kbuf[:, :, :end], self._vbuf[:, :, :end]
+
+
+def _reserve(cache: Any, room: int) -> None:
+    """Give every layer of a ``DynamicCache`` room for ``room`` more positions (``_ReservedLayer``);
+    layers of other kinds (sliding windows) are left as they are."""
+    for i, layer in enumerate(cache.layers):
+        if type(layer) is DynamicLayer and layer.get_seq_length() > 0:
+            cache.layers[i] = _ReservedLayer(layer, room)
 
 
 @dataclass(eq=False)
@@ -267,6 +318,7 @@ class TransformersEngine:
         cache = out.past_key_values
         if n > 1:
             cache.batch_repeat_interleave(n)
+        _reserve(cache, params.max_tokens + sum(len(run) for run in params.inserts))
         logits = out.logits[:, -1, :].expand(n, -1)
         tokens: list[list[int]] = [[] for _ in range(n)]
         logps: list[list[float]] = [[] for _ in range(n)]
@@ -332,6 +384,7 @@ class TransformersEngine:
             keys = torch.cat([per[i][0] for per in layers])
             values = torch.cat([per[i][1] for per in layers])
             cache.update(keys, values, i)
+        _reserve(cache, max(w.params.max_tokens for w in reqs))
         mask = torch.cat(masks)
         position = torch.tensor(
             [len(w.ids) for w, n in zip(reqs, counts, strict=True) for _ in range(n)],

@@ -137,3 +137,51 @@ def test_an_error_reaches_every_request_of_the_batch(
 def test_negative_batch_rows_is_refused(model_dir: Path) -> None:
     with pytest.raises(ValueError, match="batch_rows = -1"):
         TransformersEngine(str(model_dir), batch_rows=-1)
+
+
+def test_reserved_cache_matches_the_growing_cache(
+    model_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The KV cache written into reserved room (``_ReservedLayer``) gives the tokens and
+    log-probs of the cache grown by ``torch.cat``, with inserts too (their runs are in the room)."""
+    engine = TransformersEngine(str(model_dir), batch_rows=0)
+    cases = [
+        (PROMPTS[2], SamplingParams(n=3, max_tokens=14, seed=4, ignore_eos=True)),
+        (
+            PROMPTS[0],
+            SamplingParams(
+                n=2,
+                max_tokens=9,
+                seed=7,
+                ignore_eos=True,
+                segment_tokens=3,
+                inserts=((5, 6), (7,)),
+            ),
+        ),
+    ]
+    reserved = [engine.generate(*case) for case in cases]
+    monkeypatch.setattr("services.rollout.transformers_engine._reserve", lambda *_: None)
+    grown = [engine.generate(*case) for case in cases]
+    for a, b in zip(reserved, grown, strict=True):
+        for sa, sb in zip(a.samples, b.samples, strict=True):
+            assert sa.token_ids == sb.token_ids
+            assert sa.inserted == sb.inserted
+            torch.testing.assert_close(sa.logprobs, sb.logprobs, rtol=0, atol=1e-6)
+
+
+def test_reserved_layer_grows_past_its_room() -> None:
+    from transformers.cache_utils import DynamicLayer
+
+    from services.rollout.transformers_engine import _ReservedLayer
+
+    gen = torch.Generator().manual_seed(0)
+    start = [torch.randn(2, 3, 4, 5, generator=gen) for _ in range(2)]
+    plain = DynamicLayer()
+    plain.update(*start)
+    layer = _ReservedLayer(plain, room=1)
+    for size in (1, 2, 5):  # the first fits, then the buffers double twice
+        new = [torch.randn(2, 3, size, 5, generator=gen) for _ in range(2)]
+        keys, values = layer.update(*new)
+        want_k, want_v = plain.update(*new)
+        assert torch.equal(keys, want_k) and torch.equal(values, want_v)
+        assert layer.get_seq_length() == plain.get_seq_length()
