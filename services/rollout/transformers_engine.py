@@ -18,7 +18,8 @@ and joined, and every decode step runs all rows at once (attention mask over the
 positions per row). Each request draws from its own generator, for its own rows and for as many
 steps as it would alone, so a seeded request gets the same tokens as alone up to float rounding
 of the joined forward (log-probs to about 1e-6). A request waiting alone, or with ``inserts``,
-runs the single-request loop above.
+runs the single-request loop above; if a joined generation fails, its requests run alone, so an
+error reaches only the request that causes it.
 
 Weights (``load_weights``): a directory written by the trainer (``trainer/checkpoint.py``), i.e.
 ``save_pretrained`` output: ``*.safetensors`` of the full model (copied in place, tied embeddings
@@ -46,6 +47,7 @@ from transformers.cache_utils import DynamicLayer
 
 from rlvr_world.weights import ADAPTER_CONFIG
 from services.rollout.engine import (
+    EngineError,
     EngineInfo,
     FinishReason,
     Generation,
@@ -254,7 +256,7 @@ class TransformersEngine:
         generator = None
         if params.seed is not None:
             generator = torch.Generator(device=self.device).manual_seed(params.seed)
-        if self.batch_rows == 0 or params.inserts:
+        if self.batch_rows == 0 or params.inserts or params.segment_tokens:
             with self._lock, torch.inference_mode():
                 version = self._version
                 samples = self._sample(ids, params, generator)
@@ -273,7 +275,9 @@ class TransformersEngine:
 
     def _run_waiting(self) -> None:
         """Under the model lock: generate for the waiting requests, oldest first, up to
-        ``batch_rows`` rows (at least one request), and hand each its samples or the error."""
+        ``batch_rows`` rows (at least one request), and hand each its samples or its error. If
+        the joined generation fails, each request runs alone, so an error reaches only the
+        request that causes it."""
         with self._waiting_lock:
             take: list[_Waiting] = []
             rows = 0
@@ -284,19 +288,27 @@ class TransformersEngine:
                 rows += w.params.n
             del self._waiting[: len(take)]
         try:
-            with torch.inference_mode():
-                if len(take) == 1:
-                    w = take[0]
-                    results = [self._sample(w.ids, w.params, w.generator)]
-                else:
-                    results = self._sample_joined(take)
-            for w, samples in zip(take, results, strict=True):
-                w.samples, w.version = samples, self._version
-        except BaseException as exc:  # every request of the batch gets the error, none hangs
+            joined = None
+            if len(take) > 1:
+                try:
+                    with torch.inference_mode():
+                        joined = self._sample_joined(take)
+                except Exception:  # one request's fault must not fail the others: each alone
+                    log.exception("joined generation of %d requests failed; each alone", len(take))
+            for i, w in enumerate(take):
+                try:
+                    if joined is not None:
+                        w.samples = joined[i]
+                    else:
+                        with torch.inference_mode():
+                            w.samples = self._sample(w.ids, w.params, w.generator)
+                    w.version = self._version
+                except Exception as exc:  # this request's error, handed to its caller
+                    w.error = exc
+        finally:  # none hangs, whatever happened (an interrupt of this thread included)
             for w in take:
-                w.error = exc
-        finally:
-            for w in take:
+                if w.samples is None and w.error is None:
+                    w.error = EngineError("generation interrupted before this request's turn")
                 w.done.set()
 
     def _decode(self, ids: list[int]) -> str:

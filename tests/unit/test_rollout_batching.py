@@ -116,20 +116,34 @@ def test_batches_are_capped_at_batch_rows(model_dir: Path) -> None:
         assert [s.token_ids for s in b.samples] == [s.token_ids for s in a.samples]
 
 
-def test_an_error_reaches_every_request_of_the_batch(
+def test_a_failed_joined_generation_runs_each_request_alone(
     model_dir: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """The joined loop fails: each request runs alone; the one that fails alone gets its error,
+    the others their samples (the same as alone), and the engine serves afterwards."""
     engine = TransformersEngine(str(model_dir))
+    jobs = [(p, SamplingParams(n=2, max_tokens=4, seed=i)) for i, p in enumerate(PROMPTS)]
+    alone = [_alone(engine, *job) for job in jobs]
 
     def broken(*_: Any, **__: Any) -> Any:
-        raise RuntimeError("model crashed mid-batch")
+        raise RuntimeError("joined loop crashed")
+
+    real_sample = engine._sample
+    bad_ids = engine.prompt_ids(PROMPTS[1])
+
+    def sample(ids: list[int], params: SamplingParams, generator: Any) -> Any:
+        if ids == bad_ids:
+            raise RuntimeError("this prompt breaks the model")
+        return real_sample(ids, params, generator)
 
     monkeypatch.setattr(engine, "_sample_joined", broken)
-    jobs = [(p, SamplingParams(n=2, max_tokens=4, seed=1)) for p in PROMPTS[:2]]
+    monkeypatch.setattr(engine, "_sample", sample)
     results = _joined(engine, jobs)
-    assert all(isinstance(r, RuntimeError) and "mid-batch" in str(r) for r in results)
+    assert isinstance(results[1], RuntimeError) and "breaks the model" in str(results[1])
+    for i in (0, 2):
+        assert isinstance(results[i], Generation)
+        assert [s.token_ids for s in results[i].samples] == [s.token_ids for s in alone[i].samples]
     assert engine._waiting == []
-    # the engine still serves afterwards
     monkeypatch.undo()
     assert len(engine.generate(PROMPTS[0], SamplingParams(n=1, max_tokens=3)).samples) == 1
 
