@@ -104,7 +104,7 @@ def main() -> int:
     from services.rollout.transformers_engine import TransformersEngine
 
     def cat_cache() -> contextlib.AbstractContextManager[object]:
-        return mock.patch("services.rollout.transformers_engine._reserve", lambda *_: None)
+        return mock.patch("services.rollout.transformers_engine.reserve", lambda *_: None)
 
     with tempfile.TemporaryDirectory() as tmp:
         model, prompts = _setup(args, Path(tmp))

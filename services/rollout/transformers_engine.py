@@ -4,7 +4,7 @@ small models on CPU (or one GPU).
 Generation is a manual sampling loop with a KV cache: the prompt is prefilled once, the cache is
 repeated for the ``n`` samples, then one token per step for all samples at once (finished samples
 keep stepping and are cut afterwards). The cache gets room for every position the request can
-add (``_ReservedLayer``), so a step writes its keys and values in place rather than copying the
+add (``kv_cache.reserve``), so a step writes its keys and values in place rather than copying the
 whole cache (``DynamicCache`` grows by ``torch.cat``). With ``inserts`` (interleaved generation, see
 ``services.rollout.engine``) each forced run is fed through the KV cache for all ``n`` rows in the
 same forward pass as the segment's last generated token. Log-probs follow
@@ -43,7 +43,6 @@ import torch
 from safetensors import SafetensorError
 from safetensors.torch import load_file
 from transformers import AutoModelForCausalLM, AutoTokenizer, DynamicCache, PreTrainedModel
-from transformers.cache_utils import DynamicLayer
 
 from rlvr_world.weights import ADAPTER_CONFIG
 from services.rollout.engine import (
@@ -59,6 +58,7 @@ from services.rollout.engine import (
     checked_prompt_ids,
     plan_segments,
 )
+from services.rollout.kv_cache import reserve
 from services.rollout.sampling import next_tokens
 
 log = logging.getLogger(__name__)
@@ -109,54 +109,6 @@ def read_checkpoint(path: Path) -> dict[str, torch.Tensor]:
         except SafetensorError as exc:  # a bad header or truncated data: the sender's fault
             raise InvalidRequest(f"checkpoint: {file.name} is not valid safetensors") from exc
     return state
-
-
-class _ReservedLayer(DynamicLayer):  # type: ignore[no-untyped-call]
-    """A ``DynamicLayer`` whose keys and values are views of buffers with room for more
-    positions: ``update`` writes the new positions in place instead of ``torch.cat``, which
-    copies the whole cache at every decode step (35 % of a 16-row generation's time, profiled).
-    Past the room, the buffers double."""
-
-    def __init__(self, layer: DynamicLayer, room: int) -> None:
-        super().__init__()
-        self.dtype, self.device, self.is_initialized = layer.dtype, layer.device, True
-        self._length = layer.get_seq_length()
-        assert layer.keys is not None and layer.values is not None  # a filled layer
-        self._kbuf = self._grown(layer.keys, room)
-        self._vbuf = self._grown(layer.values, room)
-        self._views()
-
-    def _grown(self, states: torch.Tensor, room: int) -> torch.Tensor:
-        b, h, _, d = states.shape
-        buf = states.new_empty(b, h, self._length + room, d)
-        buf[:, :, : self._length] = states[:, :, : self._length]
-        return buf
-
-    def _views(self) -> None:
-        self.keys = self._kbuf[:, :, : self._length]
-        self.values = self._vbuf[:, :, : self._length]
-
-    def update(
-        self, key_states: torch.Tensor, value_states: torch.Tensor, *args: Any, **kwargs: Any
-    ) -> tuple[torch.Tensor, torch.Tensor]:
-        new = key_states.shape[-2]
-        if self._length + new > self._kbuf.shape[-2]:
-            room = max(new, self._kbuf.shape[-2])
-            self._kbuf, self._vbuf = self._grown(self._kbuf, room), self._grown(self._vbuf, room)
-        end = self._length + new
-        self._kbuf[:, :, self._length : end] = key_states
-        self._vbuf[:, :, self._length : end] = value_states
-        self._length = end
-        self._views()
-        return self._kbuf[:, :, :end], self._vbuf[:, :, :end]
-
-
-def _reserve(cache: Any, room: int) -> None:
-    """Give every layer of a ``DynamicCache`` room for ``room`` more positions (``_ReservedLayer``);
-    layers of other kinds (sliding windows) are left as they are."""
-    for i, layer in enumerate(cache.layers):
-        if type(layer) is DynamicLayer and layer.get_seq_length() > 0:
-            cache.layers[i] = _ReservedLayer(layer, room)
 
 
 @dataclass(eq=False)
@@ -330,7 +282,7 @@ class TransformersEngine:
         cache = out.past_key_values
         if n > 1:
             cache.batch_repeat_interleave(n)
-        _reserve(cache, params.max_tokens + sum(len(run) for run in params.inserts))
+        reserve(cache, params.max_tokens + sum(len(run) for run in params.inserts))
         logits = out.logits[:, -1, :].expand(n, -1)
         tokens: list[list[int]] = [[] for _ in range(n)]
         logps: list[list[float]] = [[] for _ in range(n)]
@@ -359,16 +311,8 @@ class TransformersEngine:
                 logps[i] += [0.0] * len(run)
             forced_ids = torch.tensor([run], device=self.device).expand(n, -1)
             pending = torch.cat([pending, forced_ids], dim=1)
-        return [
-            Sample(
-                token_ids=tokens[i],
-                logprobs=logps[i],
-                finish_reason=finish[i],
-                text=self._decode(tokens[i])[: cut[i]],
-                inserted=list(forced) if params.inserts else [],
-            )
-            for i in range(n)
-        ]
+        inserted = list(forced) if params.inserts else []
+        return [self._finished(i, (tokens, logps, finish, cut), inserted) for i in range(n)]
 
     def _sample_joined(self, reqs: Sequence[_Waiting]) -> list[list[Sample]]:
         """Plain requests in one decode loop (module docstring: batching across requests)."""
@@ -396,7 +340,7 @@ class TransformersEngine:
             keys = torch.cat([per[i][0] for per in layers])
             values = torch.cat([per[i][1] for per in layers])
             cache.update(keys, values, i)
-        _reserve(cache, max(w.params.max_tokens for w in reqs))
+        reserve(cache, max(w.params.max_tokens for w in reqs))
         mask = torch.cat(masks)
         position = torch.tensor(
             [len(w.ids) for w, n in zip(reqs, counts, strict=True) for _ in range(n)],
@@ -438,18 +382,27 @@ class TransformersEngine:
                 )
             if not any(active[j] and step + 1 < w.params.max_tokens for j, w in enumerate(reqs)):
                 break
+        state = (tokens, logps, finish, cut)
         return [
-            [
-                Sample(
-                    token_ids=tokens[i],
-                    logprobs=logps[i],
-                    finish_reason=finish[i],
-                    text=self._decode(tokens[i])[: cut[i]],
-                )
-                for i in range(a, a + n)
-            ]
+            [self._finished(i, state) for i in range(a, a + n)]
             for a, n in zip(starts, counts, strict=True)
         ]
+
+    def _finished(
+        self,
+        i: int,
+        state: tuple[list[list[int]], list[list[float]], list[FinishReason], list[int | None]],
+        inserted: list[bool] | None = None,
+    ) -> Sample:
+        """Row ``i``'s sample: its tokens, log-probs, finish reason and text (cut at a stop)."""
+        tokens, logps, finish, cut = state
+        return Sample(
+            token_ids=tokens[i],
+            logprobs=logps[i],
+            finish_reason=finish[i],
+            text=self._decode(tokens[i])[: cut[i]],
+            inserted=inserted or [],
+        )
 
     def _take(
         self,

@@ -27,6 +27,16 @@ def _batch() -> PackedBatch:
     )
 
 
+def _loss_and_grads(
+    model: torch.nn.Module, logits: torch.Tensor, real: torch.Tensor
+) -> tuple[torch.Tensor, list[torch.Tensor]]:
+    """A loss over the real positions' log-probs, and every parameter's gradient of it."""
+    model.zero_grad(set_to_none=True)
+    loss = torch.log_softmax(logits, -1)[real].logsumexp(0).sum()
+    loss.backward()  # type: ignore[no-untyped-call]
+    return loss.detach(), [p.grad.clone() for p in model.parameters() if p.grad is not None]
+
+
 def _with_padding_mask(model: torch.nn.Module, batch: PackedBatch) -> torch.Tensor:
     """The formula before: the padding mask to the model, all logits scaled, then gathered."""
     out = model(input_ids=batch.input_ids, attention_mask=batch.attention_mask)
@@ -42,17 +52,11 @@ def test_logits_and_gradients_equal_the_padding_mask_forward() -> None:
     assert int((batch.attention_mask == 0).sum()) > 0  # padding is there to be ignored
     real = batch.response_mask.bool()
 
-    def loss_and_grads(logits: torch.Tensor) -> tuple[torch.Tensor, list[torch.Tensor]]:
-        model.zero_grad(set_to_none=True)
-        loss = torch.log_softmax(logits, -1)[real].logsumexp(0).sum()
-        loss.backward()  # type: ignore[no-untyped-call]
-        return loss.detach(), [p.grad.clone() for p in model.parameters() if p.grad is not None]
-
     ours = response_logits(model, batch, TEMPERATURE)
     before = _with_padding_mask(model, batch)
     torch.testing.assert_close(ours[real], before[real], rtol=1e-6, atol=1e-6)
-    loss, grads = loss_and_grads(response_logits(model, batch, TEMPERATURE))
-    loss_before, grads_before = loss_and_grads(_with_padding_mask(model, batch))
+    loss, grads = _loss_and_grads(model, response_logits(model, batch, TEMPERATURE), real)
+    loss_before, grads_before = _loss_and_grads(model, _with_padding_mask(model, batch), real)
     torch.testing.assert_close(loss, loss_before, rtol=1e-6, atol=1e-6)
     assert len(grads) == len(grads_before) > 0
     for got, want in zip(grads, grads_before, strict=True):
@@ -101,19 +105,13 @@ def test_shared_prompt_logits_and_gradients_equal_the_full_forward() -> None:
     real = full.response_mask.bool()
     assert [s.response_len for s in shared.shared if len(s.rows) == 1] == [1]
 
-    def loss_and_grads(logits: torch.Tensor) -> tuple[torch.Tensor, list[torch.Tensor]]:
-        model.zero_grad(set_to_none=True)
-        loss = torch.log_softmax(logits, -1)[real].logsumexp(0).sum()
-        loss.backward()  # type: ignore[no-untyped-call]
-        return loss.detach(), [p.grad.clone() for p in model.parameters() if p.grad is not None]
-
     got = response_logits(model, shared, TEMPERATURE)
     want = response_logits(model, full, TEMPERATURE)
     assert got.shape == want.shape
     torch.testing.assert_close(got[real], want[real], rtol=1e-5, atol=1e-5)
     assert torch.isfinite(got).all()
-    loss, grads = loss_and_grads(response_logits(model, shared, TEMPERATURE))
-    loss_full, grads_full = loss_and_grads(response_logits(model, full, TEMPERATURE))
+    loss, grads = _loss_and_grads(model, response_logits(model, shared, TEMPERATURE), real)
+    loss_full, grads_full = _loss_and_grads(model, response_logits(model, full, TEMPERATURE), real)
     torch.testing.assert_close(loss, loss_full, rtol=1e-5, atol=1e-5)
     assert len(grads) == len(grads_full) > 0
     for a, b in zip(grads, grads_full, strict=True):

@@ -156,7 +156,7 @@ def test_negative_batch_rows_is_refused(model_dir: Path) -> None:
 def test_reserved_cache_matches_the_growing_cache(
     model_dir: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The KV cache written into reserved room (``_ReservedLayer``) gives the tokens and
+    """The KV cache written into reserved room (``ReservedLayer``) gives the tokens and
     log-probs of the cache grown by ``torch.cat``, with inserts too (their runs are in the room)."""
     engine = TransformersEngine(str(model_dir), batch_rows=0)
     cases = [
@@ -174,7 +174,7 @@ def test_reserved_cache_matches_the_growing_cache(
         ),
     ]
     reserved = [engine.generate(*case) for case in cases]
-    monkeypatch.setattr("services.rollout.transformers_engine._reserve", lambda *_: None)
+    monkeypatch.setattr("services.rollout.transformers_engine.reserve", lambda *_: None)
     grown = [engine.generate(*case) for case in cases]
     for a, b in zip(reserved, grown, strict=True):
         for sa, sb in zip(a.samples, b.samples, strict=True):
@@ -186,13 +186,13 @@ def test_reserved_cache_matches_the_growing_cache(
 def test_reserved_layer_grows_past_its_room() -> None:
     from transformers.cache_utils import DynamicLayer
 
-    from services.rollout.transformers_engine import _ReservedLayer
+    from services.rollout.kv_cache import ReservedLayer
 
     gen = torch.Generator().manual_seed(0)
     start = [torch.randn(2, 3, 4, 5, generator=gen) for _ in range(2)]
     plain = DynamicLayer()
     plain.update(*start)
-    layer = _ReservedLayer(plain, room=1)
+    layer = ReservedLayer(plain, room=1)
     for size in (1, 2, 5):  # the first fits, then the buffers double twice
         new = [torch.randn(2, 3, size, 5, generator=gen) for _ in range(2)]
         keys, values = layer.update(*new)
