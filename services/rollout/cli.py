@@ -22,6 +22,7 @@ _OPTIONS: tuple[Option, ...] = (
     ("--max-model-len", "max_model_len", int, "vLLM: context length (default: the model's)"),
     ("--kv-cache-gib", "kv_cache_gib", float, "vLLM: KV-cache GiB (default 1 on CPU)"),
     ("--batch-rows", "batch_rows", int, "transformers: rows of waiting requests joined (64)"),
+    ("--model-backend", "model_backend", str, "transformers: auto | transformers (default auto)"),
     ("--max-n", "max_n", int, "most samples per prompt (default 64)"),
     ("--max-tokens", "max_tokens", int, "most new tokens per sample (default 4096)"),
     ("--initial-version", "initial_version", int, "version of the start weights (default 0)"),

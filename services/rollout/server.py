@@ -66,6 +66,7 @@ def build_engine(settings: RolloutSettings) -> GenerationEngine:
         version=settings.initial_version,
         max_prompt_tokens=settings.max_prompt_tokens,
         batch_rows=settings.batch_rows,
+        backend=settings.model_backend,
     )
 
 

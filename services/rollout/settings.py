@@ -42,6 +42,12 @@ class RolloutSettings(ServiceSettings):
     kv_cache_gib: float | None = Field(
         default=None, gt=0, description="vLLM: KV-cache memory in GiB (unset: 1 GiB on CPU)"
     )
+    model_backend: Literal["auto", "transformers"] = Field(
+        default="auto",
+        description="transformers engine: 'auto' runs a Llama-shaped model on the torch-only "
+        "forward pass (no transformers import: a faster start), others on transformers' classes; "
+        "'transformers' always on transformers' classes",
+    )
     torch_threads: int = Field(default=1, ge=1, le=256, description="torch intra-op threads")
     batch_rows: int = Field(
         default=64,

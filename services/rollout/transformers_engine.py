@@ -1,6 +1,13 @@
 """``TransformersEngine``: a ``GenerationEngine`` over any Hugging Face causal LM, for tests and
 small models on CPU (or one GPU).
 
+Model backend (``backend``): a Llama-shaped model whose tokenizer reads from ``tokenizer.json``
+runs on the torch-only forward pass of ``services.rollout.llama`` (the same logits as
+transformers' ``LlamaForCausalLM``; the service then starts without importing transformers,
+seconds sooner), any other model, a GGUF file, or ``backend="transformers"`` on transformers'
+``AutoModelForCausalLM`` and ``AutoTokenizer``. A LoRA adapter is merged with transformers and
+peft in either case (imported at the first adapter load).
+
 Generation is a manual sampling loop with a KV cache: the prompt is prefilled once, the cache is
 repeated for the ``n`` samples, then one token per step for all samples at once (finished samples
 keep stepping and are cut afterwards). The cache gets room for every position the request can
@@ -34,23 +41,21 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, Literal
 
 import torch
-from safetensors import SafetensorError
-from safetensors.torch import load_file
-from transformers import AutoModelForCausalLM, AutoTokenizer, DynamicCache, PreTrainedModel
 
+from rlvr_world.text_tokenizer import RustTokenizer, rust_tokenizer_usable
 from rlvr_world.weights import ADAPTER_CONFIG
+from services.rollout.checkpoint import check_state_fits, read_checkpoint
 from services.rollout.engine import (
     EngineError,
     EngineInfo,
     FinishReason,
     Generation,
-    InvalidRequest,
     Sample,
     SamplingParams,
     WeightsNotFound,
@@ -58,14 +63,30 @@ from services.rollout.engine import (
     checked_prompt_ids,
     plan_segments,
 )
-from services.rollout.kv_cache import reserve
+from services.rollout.llama import KVCache, LlamaShape, llama_shape, load_llama
 from services.rollout.sampling import next_tokens
+
+if TYPE_CHECKING:
+    from transformers import PreTrainedModel
 
 log = logging.getLogger(__name__)
 _DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+#: ``auto``: the torch-only Llama (``services.rollout.llama``) where it serves the model and its
+#: tokenizer reads without transformers, transformers' classes elsewhere; ``transformers``: always.
+ModelBackend = Literal["auto", "transformers"]
 
 
-def eos_ids(model: PreTrainedModel, tokenizer: Any) -> frozenset[int]:
+def reserve(cache: Any, room: int) -> None:
+    """Room for ``room`` more positions in every layer of either backend's cache."""
+    if isinstance(cache, KVCache):
+        cache.reserve(room)
+    else:
+        from services.rollout.kv_cache import reserve as reserve_dynamic
+
+        reserve_dynamic(cache, room)
+
+
+def eos_ids(model: Any, tokenizer: Any) -> frozenset[int]:
     """End-of-sequence ids: the generation config's (int or list) and the tokenizer's."""
     ids: set[int] = set()
     gen_eos = getattr(getattr(model, "generation_config", None), "eos_token_id", None)
@@ -76,39 +97,6 @@ def eos_ids(model: PreTrainedModel, tokenizer: Any) -> frozenset[int]:
     if getattr(tokenizer, "eos_token_id", None) is not None:
         ids.add(int(tokenizer.eos_token_id))
     return frozenset(ids)
-
-
-def check_state_fits(own: Mapping[str, torch.Tensor], state: Mapping[str, torch.Tensor]) -> None:
-    """Raise ``InvalidRequest`` unless ``state`` covers ``own`` (names and shapes).
-
-    A name of ``own`` may be missing from ``state`` when it shares storage with one that is
-    present (tied input/output embeddings)."""
-    for name, tensor in state.items():
-        if name not in own:
-            raise InvalidRequest(f"checkpoint tensor {name!r} is not a weight of the served model")
-        if tuple(tensor.shape) != tuple(own[name].shape):
-            raise InvalidRequest(
-                f"checkpoint tensor {name!r} has shape {tuple(tensor.shape)}, "
-                f"the served model {tuple(own[name].shape)}"
-            )
-    given = {own[name].data_ptr() for name in state}
-    for name, tensor in own.items():
-        if name not in state and tensor.data_ptr() not in given:
-            raise InvalidRequest(f"checkpoint lacks weight {name!r} of the served model")
-
-
-def read_checkpoint(path: Path) -> dict[str, torch.Tensor]:
-    """Every tensor of the ``*.safetensors`` files in ``path`` (sharded or not), on CPU."""
-    files = sorted(path.glob("*.safetensors"))
-    if not files:
-        raise WeightsNotFound("weights path holds no *.safetensors file")
-    state: dict[str, torch.Tensor] = {}
-    for file in files:
-        try:
-            state.update(load_file(str(file)))
-        except SafetensorError as exc:  # a bad header or truncated data: the sender's fault
-            raise InvalidRequest(f"checkpoint: {file.name} is not valid safetensors") from exc
-    return state
 
 
 @dataclass(eq=False)
@@ -127,7 +115,7 @@ class _Waiting:
 class TransformersEngine:
     """A causal LM and its tokenizer, serving one policy version at a time."""
 
-    def __init__(
+    def __init__(  # noqa: PLR0913 (the service's settings for this engine, passed on)
         self,
         model: str,
         tokenizer: str | None = None,
@@ -138,17 +126,36 @@ class TransformersEngine:
         version: int = 0,
         max_prompt_tokens: int = 32_768,
         batch_rows: int = 64,
+        backend: ModelBackend = "auto",
     ) -> None:
         self.model_path = model
         self.device = torch.device(device)
         self.dtype = _DTYPES[dtype]
         self.gguf_file = gguf_file
         self.max_prompt_tokens = max_prompt_tokens
-        tok_kwargs: dict[str, Any] = {}
-        if gguf_file is not None and tokenizer in (None, model):
-            tok_kwargs["gguf_file"] = gguf_file
-        self.tokenizer = AutoTokenizer.from_pretrained(tokenizer or model, **tok_kwargs)
-        self.model = self._load_base()
+        if backend not in ("auto", "transformers"):
+            raise ValueError(f"backend = {backend!r}: must be 'auto' or 'transformers'")
+        shape: LlamaShape | str = "backend 'transformers' asked for"
+        if backend == "auto":
+            shape = "a GGUF file" if gguf_file is not None else llama_shape(Path(model))
+        tok_dir = Path(tokenizer or model)
+        if isinstance(shape, LlamaShape) and not rust_tokenizer_usable(tok_dir, encoding=True):
+            shape = "its tokenizer needs transformers"
+        self.tokenizer: Any
+        if isinstance(shape, LlamaShape):
+            self.backend = "llama"
+            self.tokenizer = RustTokenizer(tok_dir)
+            self.model: Any = load_llama(Path(model), shape, self.dtype, device)
+        else:
+            from transformers import AutoTokenizer
+
+            self.backend = "transformers"
+            log.info("transformers engine: %s on transformers' model classes: %s", model, shape)
+            tok_kwargs: dict[str, Any] = {}
+            if gguf_file is not None and tokenizer in (None, model):
+                tok_kwargs["gguf_file"] = gguf_file
+            self.tokenizer = AutoTokenizer.from_pretrained(str(tok_dir), **tok_kwargs)
+            self.model = self._load_base()
         embeddings: Any = self.model.get_input_embeddings()
         self.vocab_size = int(embeddings.weight.shape[0])
         self.eos = eos_ids(self.model, self.tokenizer)
@@ -161,8 +168,9 @@ class TransformersEngine:
         self._waiting: list[_Waiting] = []
         self._waiting_lock = threading.Lock()
         log.info(
-            "transformers engine: %s (vocab %d, eos %s) on %s, version %d",
+            "transformers engine: %s (%s forward, vocab %d, eos %s) on %s, version %d",
             model,
+            self.backend,
             self.vocab_size,
             sorted(self.eos),
             self.device,
@@ -170,6 +178,9 @@ class TransformersEngine:
         )
 
     def _load_base(self) -> PreTrainedModel:
+        """The start model with transformers' classes (a LoRA adapter merges into it)."""
+        from transformers import AutoModelForCausalLM
+
         kwargs: dict[str, Any] = {"dtype": self.dtype}
         if self.gguf_file is not None:
             kwargs["gguf_file"] = self.gguf_file
@@ -197,10 +208,22 @@ class TransformersEngine:
         """Token ids of the prompt; ``InvalidRequest`` names the first bad id."""
         return checked_prompt_ids(
             prompt,
-            lambda text: self.tokenizer(text, add_special_tokens=True)["input_ids"],
+            self._encode,
             self.vocab_size,
             self.max_prompt_tokens,
         )
+
+    def _encode(self, text: str) -> list[int]:
+        if isinstance(self.tokenizer, RustTokenizer):
+            return self.tokenizer.encode(text, add_special_tokens=True)
+        return list(self.tokenizer(text, add_special_tokens=True)["input_ids"])
+
+    def _new_cache(self) -> Any:
+        if self.backend == "llama":
+            return KVCache()
+        from transformers import DynamicCache
+
+        return DynamicCache()
 
     def generate(self, prompt: str | Sequence[int], params: SamplingParams) -> Generation:
         ids = self.prompt_ids(prompt)
@@ -278,7 +301,8 @@ class TransformersEngine:
         n = params.n
         plan = plan_segments(params)
         segment = params.segment_tokens or params.max_tokens
-        out = self.model(input_ids=torch.tensor([ids], device=self.device), use_cache=True)
+        first = torch.tensor([ids], device=self.device)
+        out = self.model(input_ids=first, use_cache=True, logits_to_keep=1)
         cache = out.past_key_values
         if n > 1:
             cache.batch_repeat_interleave(n)
@@ -294,7 +318,9 @@ class TransformersEngine:
         for run in plan:
             for _ in range(segment):
                 if pending is not None:
-                    out = self.model(input_ids=pending, past_key_values=cache, use_cache=True)
+                    out = self.model(
+                        input_ids=pending, past_key_values=cache, use_cache=True, logits_to_keep=1
+                    )
                     cache = out.past_key_values
                     logits = out.logits[:, -1, :]
                 nxt, lp = next_tokens(logits, params, generator)
@@ -320,7 +346,8 @@ class TransformersEngine:
         longest = max(len(w.ids) for w in reqs)
         firsts, layers, masks = [], [], []
         for w in reqs:
-            out = self.model(input_ids=torch.tensor([w.ids], device=self.device), use_cache=True)
+            first = torch.tensor([w.ids], device=self.device)
+            out = self.model(input_ids=first, use_cache=True, logits_to_keep=1)
             firsts.append(out.logits[:, -1, :].expand(w.params.n, -1))
             pad = longest - len(w.ids)
             layers.append(
@@ -335,7 +362,7 @@ class TransformersEngine:
             mask = torch.ones(w.params.n, longest, dtype=torch.long, device=self.device)
             mask[:, :pad] = 0
             masks.append(mask)
-        cache = DynamicCache()
+        cache = self._new_cache()
         for i in range(len(layers[0])):
             keys = torch.cat([per[i][0] for per in layers])
             values = torch.cat([per[i][1] for per in layers])
@@ -363,6 +390,7 @@ class TransformersEngine:
                     attention_mask=mask,
                     position_ids=position.unsqueeze(-1),
                     use_cache=True,
+                    logits_to_keep=1,
                 )
                 cache, logits = out.past_key_values, out.logits[:, -1, :]
                 position = position + 1

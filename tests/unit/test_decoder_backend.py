@@ -12,8 +12,9 @@ from pathlib import Path
 
 import pytest
 
+from rlvr_world.text_tokenizer import rust_tokenizer_usable, special_tokens_of
 from rlvr_world.tiny_model import TinyLMConfig, build_tiny_lm
-from services.decoder.text import TextDecoder, rust_tokenizer_usable, special_tokens_of
+from services.decoder.text import TextDecoder
 
 REPO = Path(__file__).resolve().parents[2]
 CORPUS = ['{"modified": [], "removed": []}', "the toaster (ID: 3) is on", "open the fridge"] * 5

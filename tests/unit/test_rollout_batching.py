@@ -56,8 +56,11 @@ def _joined(engine: TransformersEngine, jobs: list[tuple[str, SamplingParams]]) 
     return out
 
 
-def test_joined_requests_match_each_alone(model_dir: Path) -> None:
-    engine = TransformersEngine(str(model_dir))
+@pytest.mark.parametrize("backend", ["auto", "transformers"])
+def test_joined_requests_match_each_alone(model_dir: Path, backend: str) -> None:
+    """On both model backends (``auto`` serves the tiny Llama on ``services.rollout.llama``)."""
+    engine = TransformersEngine(str(model_dir), backend=backend)  # type: ignore[arg-type]
+    assert engine.backend == {"auto": "llama", "transformers": "transformers"}[backend]
     jobs = [
         (PROMPTS[0], SamplingParams(n=3, max_tokens=12, temperature=1.0, seed=1)),
         (PROMPTS[1], SamplingParams(n=2, max_tokens=5, temperature=0.7, seed=2, top_k=20)),
@@ -153,12 +156,14 @@ def test_negative_batch_rows_is_refused(model_dir: Path) -> None:
         TransformersEngine(str(model_dir), batch_rows=-1)
 
 
+@pytest.mark.parametrize("backend", ["auto", "transformers"])
 def test_reserved_cache_matches_the_growing_cache(
-    model_dir: Path, monkeypatch: pytest.MonkeyPatch
+    model_dir: Path, monkeypatch: pytest.MonkeyPatch, backend: str
 ) -> None:
-    """The KV cache written into reserved room (``ReservedLayer``) gives the tokens and
-    log-probs of the cache grown by ``torch.cat``, with inserts too (their runs are in the room)."""
-    engine = TransformersEngine(str(model_dir), batch_rows=0)
+    """The KV cache written into reserved room (``ReservedLayer``, ``llama.KVLayer``) gives the
+    tokens and log-probs of the cache grown as it goes, with inserts too (their runs are in the
+    room)."""
+    engine = TransformersEngine(str(model_dir), batch_rows=0, backend=backend)  # type: ignore[arg-type]
     cases = [
         (PROMPTS[2], SamplingParams(n=3, max_tokens=14, seed=4, ignore_eos=True)),
         (

@@ -10,10 +10,10 @@ import pytest
 import torch
 
 from rlvr_world.v1 import rollout_pb2
+from services.rollout.checkpoint import check_state_fits
 from services.rollout.convert import params_from_proto
 from services.rollout.engine import InvalidRequest, SamplingParams
 from services.rollout.sampling import next_tokens, scaled_logprobs, truncate
-from services.rollout.transformers_engine import check_state_fits
 from services.rollout.watcher import Published, parse_published
 
 NEG = float("-inf")
