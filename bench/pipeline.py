@@ -41,7 +41,10 @@ request; nothing else differs), and the medians of the run's start -> first roll
 are printed with their ratio, against issue 20's target of 5 s, with where each second went
 (Redis, each process's start and readiness from the run's ``summary.json``, the first request,
 group and step) and the floor no ordering removes: a fresh interpreter importing the rollout
-engine (torch + transformers).
+service and its engine (torch, safetensors, tokenizers, grpc: the tiny Llama runs on the
+service's torch-only forward pass, ``services.rollout.llama``). ``--hf-backend`` adds a run of
+ours with the rollout on transformers' model classes (``rollout.model_backend: transformers``,
+how every run started before that forward pass), in the same alternation.
 
 ``--vllm`` adds a run of ours with every rollout served by vLLM (``rollout.engine: vllm``, from
 the vLLM environment of ``make vllm-setup``; KV cache ``--vllm-kv-cache-gib``), in the same
@@ -133,12 +136,12 @@ class Prepared:
 
 
 def pipeline_config(
-    args: argparse.Namespace, run_dir: Path, *, vllm: bool = False
+    args: argparse.Namespace, run_dir: Path, *, vllm: bool = False, hf: bool = False
 ) -> PipelineConfig:
     """``bench.yaml`` with this bench's sizes (evaluations off there); ``vllm``: every rollout
-    served by vLLM (``--vllm``)."""
+    served by vLLM (``--vllm``); ``hf``: on transformers' model classes (``--hf-backend``)."""
     p, g = args.prompts_per_step, args.group_size
-    engine: dict[str, Any] = {}
+    engine: dict[str, Any] = {"rollout.model_backend": "transformers"} if hf else {}
     if vllm:
         engine = {
             "rollout.engine": "vllm",
@@ -226,6 +229,7 @@ class _OrderedRun(_PreparedRun):
 
 OURS = "ours (rlvr-world run)"
 VLLM = "ours, vLLM rollout"
+HF = "ours, rollout on transformers' model classes"
 ORDERS: dict[TrainerStart, str] = {
     "before_feed": "ours, trainer first (old)",
     "beside_feed": "ours, trainer beside feed",
@@ -479,10 +483,10 @@ def report(runs: list[Side], args: argparse.Namespace) -> None:
 
 
 def import_floor() -> float:
-    """Seconds a fresh interpreter takes to import the rollout engine (torch + transformers):
-    the floor of the rollout service's start-up, which no ordering removes."""
+    """Seconds a fresh interpreter takes to import the rollout service and engine (torch,
+    safetensors, tokenizers, grpc): the floor of its start-up, which no ordering removes."""
     t0 = time.perf_counter()
-    code = "import services.rollout.transformers_engine"
+    code = "import services.rollout.server, services.rollout.transformers_engine"
     subprocess.run([sys.executable, "-c", code], check=True, cwd=ROOT)
     return time.perf_counter() - t0
 
@@ -503,7 +507,7 @@ def report_startup_and_memory(runs: list[Side], floors: list[float]) -> None:
     )
     ours_step = med(s.step_ends[0] - s.start for s in by_name[OURS])
     print(f"first step done, median: ours {ours_step:.2f} s from the run's start")
-    for name in [*ORDERS.values(), VLLM]:
+    for name in [*ORDERS.values(), VLLM, HF]:
         if name in by_name:
             other = med(s.loop_start - s.start for s in by_name[name])
             first_step = med(s.step_ends[0] - s.start for s in by_name[name])
@@ -512,14 +516,15 @@ def report_startup_and_memory(runs: list[Side], floors: list[float]) -> None:
                 f"{first_step:.2f} s; {name} / ours (first request) {other / ours:.2f}x"
             )
     print(
-        f"a fresh interpreter importing the rollout engine (torch + transformers), median: "
+        f"a fresh interpreter importing the rollout service and engine (torch, safetensors, "
+        f"tokenizers, grpc), median: "
         f"{med(floors):.2f} s: the floor of the rollout service's start, and so of ours"
     )
     for name, sides in by_name.items():
         peaks = [s.peak_rss_mib for s in sides if s.peak_rss_mib is not None]
         if peaks:
             print(f"peak RSS, {name}: median {med(peaks):.0f} MiB (all: {peaks})")
-    trl = [n for n in by_name if n not in (OURS, VLLM, *ORDERS.values())]
+    trl = [n for n in by_name if n not in (OURS, VLLM, HF, *ORDERS.values())]
     ours_peaks = [s.peak_rss_mib for s in by_name[OURS] if s.peak_rss_mib is not None]
     ours_more = [s.peak_rss_mib - s.base_rss_mib for s in by_name[OURS] if s.peak_rss_mib]
     for name in trl:
@@ -533,6 +538,27 @@ def report_startup_and_memory(runs: list[Side], floors: list[float]) -> None:
                 f"both sides' figures): ours {med(ours_more):.0f} MiB, {name} {med(more):.0f} "
                 f"MiB (TRL's imports are in that base; ours' services and trainer pay their own)"
             )
+
+
+def one_repeat(args: argparse.Namespace, root: Path, prepared: Prepared) -> list[Side]:
+    """One run of each side asked for, in a fixed order."""
+    trl_dirs = [f"trl{t}" for t in args.trl_threads]
+    for name in ["ours", "old", "beside", "vllm", "hf", *trl_dirs]:
+        shutil.rmtree(root / name, ignore_errors=True)
+    runs = [run_ours(pipeline_config(args, root / "ours"), prepared)]
+    if not args.skip_old_order:
+        runs.append(run_ours(pipeline_config(args, root / "old"), prepared, "before_feed"))
+    if args.beside_feed:
+        runs.append(run_ours(pipeline_config(args, root / "beside"), prepared, "beside_feed"))
+    if args.vllm:
+        cfg = pipeline_config(args, root / "vllm", vllm=True)
+        runs.append(run_ours(cfg, prepared, name=VLLM))
+    if args.hf_backend:
+        runs.append(run_ours(pipeline_config(args, root / "hf", hf=True), prepared, name=HF))
+    for threads in args.trl_threads:
+        cfg = pipeline_config(args, root / f"trl{threads}")
+        runs.append(run_trl(cfg, prepared, threads, root / f"trl{threads}"))
+    return runs
 
 
 def main() -> int:
@@ -576,6 +602,12 @@ def main() -> int:
     p.add_argument(
         "--vllm-kv-cache-gib", type=float, default=0.25, help="--vllm: the rollout's KV cache"
     )
+    p.add_argument(
+        "--hf-backend",
+        action="store_true",
+        help="also a run of ours with the rollout on transformers' model classes (as before the "
+        "torch-only Llama: rollout.model_backend transformers)",
+    )
     p.add_argument("--keep", type=Path, default=None, help="keep run dirs here (default: temp)")
     p.add_argument(
         "--reuse-setup", action="store_true", help="with --keep: reuse its items and SFT weights"
@@ -595,21 +627,8 @@ def main() -> int:
         runs: list[Side] = []
         floors: list[float] = []
         for _ in range(args.repeats):  # alternate, so load drift hits both sides alike
-            for name in ["ours", "old", "beside", "vllm", *(f"trl{t}" for t in args.trl_threads)]:
-                shutil.rmtree(root / name, ignore_errors=True)
             floors.append(import_floor())
-            runs.append(run_ours(pipeline_config(args, root / "ours"), prepared))
-            if not args.skip_old_order:
-                runs.append(run_ours(pipeline_config(args, root / "old"), prepared, "before_feed"))
-            if args.beside_feed:
-                cfg = pipeline_config(args, root / "beside")
-                runs.append(run_ours(cfg, prepared, "beside_feed"))
-            if args.vllm:
-                cfg = pipeline_config(args, root / "vllm", vllm=True)
-                runs.append(run_ours(cfg, prepared, name=VLLM))
-            for threads in args.trl_threads:
-                cfg = pipeline_config(args, root / f"trl{threads}")
-                runs.append(run_trl(cfg, prepared, threads, root / f"trl{threads}"))
+            runs += one_repeat(args, root, prepared)
         report(runs, args)
         report_startup_and_memory(runs, floors)
     return 0

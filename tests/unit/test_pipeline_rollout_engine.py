@@ -120,3 +120,16 @@ def test_a_video_run_refuses_vllm_saying_why(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match=r"rollout\.engine vllm: not for video runs: vLLM reports"):
         load_video_config(path)
     assert load_video_config(_config(tmp_path, "task: video\n")).rollout.engine == "transformers"
+
+
+def test_the_model_backend_reaches_the_rollout_command_line(tmp_path: Path) -> None:
+    """``auto`` (the default) passes nothing: the service picks the torch-only Llama where it
+    serves the model; ``transformers`` asks for transformers' classes; another value is refused
+    at load naming the two."""
+    auto = rollout_spec(tmp_path / "m", None, 24, name="r")
+    assert "--model-backend" not in auto.argv
+    engine = RolloutSection(model_backend="transformers")
+    spec = rollout_spec(tmp_path / "m", None, 24, name="r", engine=engine)
+    assert spec.argv[spec.argv.index("--model-backend") + 1] == "transformers"
+    with pytest.raises(ValueError, match=r"model_backend[\s\S]*'auto' or 'transformers'"):
+        load_pipeline_config(_config(tmp_path, "rollout: {model_backend: onnx}\n"))

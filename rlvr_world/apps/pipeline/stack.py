@@ -66,6 +66,12 @@ class RolloutSection(BaseModel):
         description="vllm: the vLLM environment's interpreter; unset: $RLVR_VLLM_PYTHON, else "
         ".venv-vllm/bin/python in the code's checkout",
     )
+    model_backend: Literal["auto", "transformers"] = Field(
+        default="auto",
+        description="transformers engine: auto runs a Llama-shaped model on the service's "
+        "torch-only forward pass (it starts without importing transformers), others on "
+        "transformers' classes; transformers: always on transformers' classes",
+    )
     kv_cache_gib: float = Field(
         default=0.25,
         gt=0.0,
@@ -178,6 +184,8 @@ def rollout_spec(
         argv += ["--engine", "vllm", "--kv-cache-gib", str(engine.kv_cache_gib)]
         argv += ["--torch-threads", "1"]
         env |= {**VLLM_ENV, "PYTHONPATH": python_path()}
+    elif engine.model_backend != "auto":
+        argv += ["--model-backend", engine.model_backend]
     return ProcessSpec(name, argv, env=env, ready=GrpcHealth(f"{HOST}:{port}"))
 
 
