@@ -19,7 +19,8 @@ from pydantic import BaseModel, ConfigDict, Field
 from rlvr_world.rewards.types import InvalidInput, RewardResult, Status, failed
 
 Variant = Literal["paper", "strict"]
-RewardType = Literal["binary", "task_specific"]
+#: text game: binary (its default) | task_specific; web: f1 (its default) | item_f1.
+RewardType = Literal["binary", "task_specific", "f1", "item_f1"]
 
 #: verl ``data_source`` (and our task names) -> task.
 DATA_SOURCE_TO_TASK: dict[str, str] = {
@@ -42,7 +43,11 @@ class TextScoreRequest(BaseModel):
         default=None, description="text game: needs data_state (JSON of the current state)"
     )
     variant: Variant = Field(default="strict", description="paper reproduces the reference code")
-    reward_type: RewardType = Field(default="binary", description="text game only")
+    reward_type: RewardType | None = Field(
+        default=None,
+        description="text game: binary (None: default) | task_specific; web: f1 (None: default) "
+        "| item_f1",
+    )
 
 
 TextScorer = Callable[[TextScoreRequest], RewardResult]
@@ -56,14 +61,16 @@ def _score_text_game(req: TextScoreRequest) -> RewardResult:
         req.ground_truth,
         req.extra_info,
         variant=req.variant,
-        reward_type=req.reward_type,
+        reward_type=req.reward_type or "binary",
     )
 
 
 def _score_web(req: TextScoreRequest) -> RewardResult:
     from rlvr_world.rewards.web import score_web
 
-    return score_web(req.solution_str, req.ground_truth, variant=req.variant)
+    return score_web(
+        req.solution_str, req.ground_truth, variant=req.variant, reward_type=req.reward_type
+    )
 
 
 #: task -> scorer. Explicit on purpose: no plugin registry.

@@ -15,6 +15,17 @@ The model answers with three sections of accessibility-tree lines
 Items are compared as exact strings per section and micro-averaged over the three sections into
 precision, recall and F1.
 
+Reward types (``reward_type``)
+------------------------------
+``f1`` (the default) is the paper's F1 above, where the ``None`` that marks an unchanged section
+counts as an item. Then answering ``None`` everywhere earns partial credit on a transition that
+did change (the sections it left empty match: 0.67 for one new item and two empty sections), more
+than a tiny model's attempts earn, and GRPO on it collapsed to that answer for every item
+(docs/rl.md#measured). ``item_f1`` scores only the tree items: the ``None`` markers are dropped on
+both sides, a prediction and a truth that both hold no item score 1, and exactly one of them
+empty scores 0. The metrics of both are returned with either (``f1``, ``item_f1``, ...); the
+held-out evaluation reports ``f1``.
+
 Variants
 --------
 ``paper`` reproduces ``web_agent.compute_score`` of the reference code result for result
@@ -155,16 +166,45 @@ def f1_of(truth: Parsed, pred: Parsed, p: float) -> dict[str, float]:
     }
 
 
+#: The marker of a section with nothing in it (scored as an item by ``f1``, not by ``item_f1``).
+NONE_ITEM = "None"
+REWARD_TYPES: tuple[str, ...] = ("f1", "item_f1")
+
+
+def item_f1_of(truth: Parsed, pred: Parsed, p: float) -> float:
+    """F1 over tree items only (``None`` markers dropped); 1.0 when neither side has an item."""
+    real_truth = {s: items - {NONE_ITEM} for s, items in truth.items()}
+    real_pred = {s: items - {NONE_ITEM} for s, items in pred.items()}
+    has_truth = any(real_truth.values())
+    has_pred = any(real_pred.get(s) for s in real_truth)
+    if not has_truth or not has_pred:
+        return float(has_truth == has_pred)
+    return f1_of(real_truth, real_pred, p)["f1"]
+
+
 def score_web(
-    solution_str: str, ground_truth: str, *, variant: str = "strict", p: float = 0.0
+    solution_str: str,
+    ground_truth: str,
+    *,
+    variant: str = "strict",
+    p: float = 0.0,
+    reward_type: str | None = None,
 ) -> RewardResult:
     """F1 reward of a predicted web-page diff. Never raises.
 
     ``p`` is the reference's Hungarian threshold (its dispatcher always passes the default 0.0).
+    ``reward_type``: ``f1`` (None: the default) or ``item_f1`` (module docstring).
     """
     if variant not in ("paper", "strict"):
         return failed(
             Status.INVALID_INPUT, f"variant: expected 'paper' or 'strict', got {variant!r}"
+        )
+    kind = reward_type or "f1"
+    if kind not in REWARD_TYPES:
+        return failed(
+            Status.INVALID_INPUT,
+            f"reward_type: unknown {reward_type!r} for web; expected one of "
+            f"{', '.join(REWARD_TYPES)} (binary and task_specific are text-game types)",
         )
     if not isinstance(solution_str, str) or not isinstance(ground_truth, str):
         return failed(Status.INVALID_INPUT, "solution_str and ground_truth must be strings")
@@ -184,12 +224,13 @@ def score_web(
             )
         pred, pred_found = parse_sections_strict(solution_str)
     metrics = f1_of(truth, pred, p)
+    metrics["item_f1"] = item_f1_of(truth, pred, p) if pred_found else 0.0
     if not pred_found:
         # The reference scores this 0 as well; the status says it was not an answer at all.
         return RewardResult(
-            reward=metrics["f1"],
+            reward=metrics[kind],
             status=Status.UNPARSEABLE,
             metrics=metrics,
             message="solution_str: no recognised section header",
         )
-    return RewardResult(reward=metrics["f1"], status=Status.OK, metrics=metrics)
+    return RewardResult(reward=metrics[kind], status=Status.OK, metrics=metrics)

@@ -242,7 +242,7 @@ def text_job(  # noqa: PLR0917 (the verl fields, in verl's order)
         "ground_truth": ground_truth,
         "extra_info": dict(extra_info) if extra_info is not None else None,
         "variant": variant or "strict",
-        "reward_type": reward_type or "binary",
+        "reward_type": reward_type or None,  # the task's default
     }
     try:
         req = TextScoreRequest.model_validate(row)

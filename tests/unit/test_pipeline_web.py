@@ -68,6 +68,11 @@ def test_web_config_parses_and_refuses_what_does_not_fit() -> None:
         ({"task": "web", "data": {"sources": ["x"], "slices": 2}}, "data.web.slices"),
         ({"task": "web", "data": {"sources": ["x"], "max_chars": 5}}, "greater than or equal"),
         ({"task": "video"}, "task"),
+        (
+            {"task": "web", "data": {"sources": ["x"]}, "rl": {"reward_type": "binary"}},
+            "rl.reward_type binary: not a web reward; expected one of f1, item_f1",
+        ),
+        ({"rl": {"reward_type": "item_f1"}}, "not a text_game reward; expected one of binary"),
     ]
     for raw, message in bad:
         with pytest.raises(ValueError, match=message):

@@ -142,3 +142,43 @@ def test_arbitrary_bytes_as_ground_truth_never_raise(raw: bytes) -> None:
     got = score_web(text, text, variant="strict")
     assert isinstance(got.status, Status)
     assert math.isfinite(got.reward)
+
+
+CHANGED = "New items:\n[7] button 'OK'\n\nDeleted items:\nNone\n\nUpdated items:\nNone"
+UNCHANGED = "New items:\nNone\n\nDeleted items:\nNone\n\nUpdated items:\nNone"
+
+
+def test_item_f1_pays_nothing_for_none_on_a_changed_page() -> None:
+    """The paper's F1 counts the ``None`` markers as items: answering ``None`` everywhere on a
+    changed page earns 2 of 3 predicted items right (F1 0.667); ``item_f1`` scores it 0."""
+    paper = score_web(UNCHANGED, CHANGED)
+    assert paper.status is Status.OK and paper.reward == pytest.approx(2 / 3)
+    items = score_web(UNCHANGED, CHANGED, reward_type="item_f1")
+    assert items.reward == 0.0 and items.metrics["f1"] == pytest.approx(2 / 3)
+    assert score_web(UNCHANGED, UNCHANGED, reward_type="item_f1").reward == 1.0
+    assert score_web(CHANGED, UNCHANGED, reward_type="item_f1").reward == 0.0
+    assert score_web(CHANGED, CHANGED, reward_type="item_f1").reward == 1.0
+    half = "New items:\n[7] button 'OK'\n[8] link 'x'\nDeleted items:\nNone\nUpdated items:\nNone"
+    assert score_web(half, CHANGED, reward_type="item_f1").reward == pytest.approx(2 / 3)
+    assert score_web("no sections", CHANGED, reward_type="item_f1").status is Status.UNPARSEABLE
+
+
+@pytest.mark.parametrize("kind", ["binary", "task_specific", "F1"])
+def test_a_reward_type_of_another_task_is_refused_naming_the_web_types(kind: str) -> None:
+    result = score_web(CHANGED, CHANGED, reward_type=kind)
+    assert result.status is Status.INVALID_INPUT and result.reward == 0.0
+    assert "expected one of f1, item_f1" in (result.message or "")
+
+
+def test_dispatch_gives_each_task_its_default_reward_type() -> None:
+    from rlvr_world.rewards.dispatch import score_mapping
+
+    web = {"data_source": "web_agent", "solution_str": UNCHANGED, "ground_truth": CHANGED}
+    assert score_mapping(web).reward == pytest.approx(2 / 3)  # f1, the paper's
+    assert score_mapping(web | {"reward_type": "item_f1"}).reward == 0.0
+    refused = score_mapping(web | {"reward_type": "binary"})
+    assert refused.status is Status.INVALID_INPUT
+    game = {"data_source": "text_game", "solution_str": "{}", "ground_truth": "{}"}
+    assert "reward_type: unknown 'item_f1'" in (
+        score_mapping(game | {"reward_type": "item_f1"}).message or ""
+    )

@@ -198,8 +198,10 @@ class TextRl(RlSection):
 
     max_tokens: int = Field(default=160, ge=1, le=100_000, description="new tokens per sample")
     reward_variant: Literal["strict", "paper"] = Field(default="strict", description="variant")
-    reward_type: Literal["binary", "task_specific"] = Field(
-        default="binary", description="text-game reward type"
+    reward_type: Literal["binary", "task_specific", "f1", "item_f1"] | None = Field(
+        default=None,
+        description="text game: binary (null: default) | task_specific; web: f1 (null: default, "
+        "the paper's) | item_f1 (F1 over tree items only, rlvr_world.rewards.web)",
     )
     truncated_reward: float | None = Field(
         default=0.0,
@@ -291,6 +293,16 @@ class PipelineConfig(_Section):
             raise ValueError("task: web needs data.sources (web transition files or folders)")
         if self.task == "text_game" and isinstance(self.data, WebDataConfig):
             raise ValueError("data.sources is web data: set task: web")
+        return self
+
+    @model_validator(mode="after")
+    def _reward_type_fits_task(self) -> PipelineConfig:
+        kinds = {"text_game": ("binary", "task_specific"), "web": ("f1", "item_f1")}[self.task]
+        if self.rl.reward_type is not None and self.rl.reward_type not in kinds:
+            raise ValueError(
+                f"rl.reward_type {self.rl.reward_type}: not a {self.task} reward; expected one of "
+                f"{', '.join(kinds)}"
+            )
         return self
 
     @model_validator(mode="after")

@@ -89,7 +89,8 @@ async def _answer(
     async def run() -> tuple[Answer, int]:
         gen = await clients.generate(f"eval-{item.prompt_id}", item.prompt, greedy)
         (text,) = await clients.decode([list(gen.samples[0].token_ids)], "keep")
-        row = item.reward_row(text) | {"variant": variant, "reward_type": "binary"}
+        # the task's own metric whatever GRPO trained on: exact match (binary) or the paper's F1
+        row = item.reward_row(text) | {"variant": variant, "reward_type": None}
         (result,) = await clients.score([row])
         return _to_answer(item, text, result), int(gen.policy_version)
 

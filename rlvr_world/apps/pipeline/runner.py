@@ -255,7 +255,7 @@ class PipelineRun:
             seed=self.seed,
             max_tokens=rl.max_tokens,
             variant=rl.reward_variant,
-            reward_type=rl.reward_type,
+            reward_type=rl.reward_type or "",
         )
         done = asyncio.Event()
         curve = None
