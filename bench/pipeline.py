@@ -42,7 +42,7 @@ are printed with their ratio, against issue 20's target of 5 s, with where each 
 (Redis, each process's start and readiness from the run's ``summary.json``, the first request,
 group and step) and the floor no ordering removes: a fresh interpreter importing the rollout
 service and its engine (torch, safetensors, tokenizers, grpc: the tiny Llama runs on the
-service's torch-only forward pass, ``services.rollout.llama``). ``--hf-backend`` adds a run of
+service's torch-only forward pass, ``rlvr_world.llama``). ``--hf-backend`` adds a run of
 ours with the rollout on transformers' model classes (``rollout.model_backend: transformers``,
 how every run started before that forward pass), in the same alternation.
 

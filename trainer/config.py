@@ -53,6 +53,11 @@ class ModelConfig(_Section):
         default=None, description="build a tiny random model instead of path"
     )
     lora: LoraConfig = Field(default_factory=LoraConfig, description="LoRA settings")
+    backend: Literal["auto", "transformers"] = Field(
+        default="auto",
+        description="auto: a Llama-shaped model.path without LoRA on the torch-only Llama "
+        "(rlvr_world.llama; no transformers import), others on transformers' classes",
+    )
     temperature: float = Field(
         default=1.0, gt=0.0, le=10.0, description="rollout temperature (logits /)"
     )

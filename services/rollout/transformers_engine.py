@@ -2,7 +2,7 @@
 small models on CPU (or one GPU).
 
 Model backend (``backend``): a Llama-shaped model whose tokenizer reads from ``tokenizer.json``
-runs on the torch-only forward pass of ``services.rollout.llama`` (the same logits as
+runs on the torch-only forward pass of ``rlvr_world.llama`` (the same logits as
 transformers' ``LlamaForCausalLM``; the service then starts without importing transformers,
 seconds sooner), any other model, a GGUF file, or ``backend="transformers"`` on transformers'
 ``AutoModelForCausalLM`` and ``AutoTokenizer``. A LoRA adapter is merged with transformers and
@@ -63,7 +63,7 @@ from services.rollout.engine import (
     checked_prompt_ids,
     plan_segments,
 )
-from services.rollout.llama import KVCache, LlamaShape, llama_shape, load_llama
+from rlvr_world.llama import KVCache, LlamaShape, llama_shape, load_llama
 from services.rollout.sampling import next_tokens
 
 if TYPE_CHECKING:
@@ -71,7 +71,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 _DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
-#: ``auto``: the torch-only Llama (``services.rollout.llama``) where it serves the model and its
+#: ``auto``: the torch-only Llama (``rlvr_world.llama``) where it serves the model and its
 #: tokenizer reads without transformers, transformers' classes elsewhere; ``transformers``: always.
 ModelBackend = Literal["auto", "transformers"]
 

@@ -1,4 +1,4 @@
-"""The rollout engine's torch-only Llama (``services.rollout.llama``) against transformers'
+"""The rollout engine's torch-only Llama (``rlvr_world.llama``) against transformers'
 ``LlamaForCausalLM`` on the same weights: the logits of a prefill, of cached decode steps, of a
 multi-token continuation and of left-padded rows with an attention mask and positions (grouped
 and full attention heads, tied and untied embeddings); which models it serves and, for the
@@ -17,9 +17,9 @@ from typing import Any
 import pytest
 import torch
 
+from rlvr_world.llama import KVCache, LlamaShape, llama_shape, load_llama
 from rlvr_world.text_tokenizer import RustTokenizer, rust_tokenizer_usable
 from services.rollout.engine import SamplingParams
-from services.rollout.llama import KVCache, LlamaShape, llama_shape, load_llama
 from services.rollout.transformers_engine import TransformersEngine
 from tests.helpers.tiny_lm import build_tiny_lm
 
@@ -303,3 +303,73 @@ def test_smollm2_real_weights_and_tokenizer(tmp_path: Path) -> None:
     lean = load_llama(tmp_path, shape, torch.float32, "cpu")
     with torch.no_grad():
         torch.testing.assert_close(lean(ids).logits, model(input_ids=ids).logits)
+
+
+@pytest.mark.parametrize("share", [False, True])
+def test_the_trainer_gets_transformers_logits_and_gradients(tmp_path: Path, share: bool) -> None:
+    """``trainer.model.load_base`` puts a Llama directory on ``LlamaLM``: the response logits of
+    a packed GRPO batch (every row's full forward, or each group's prompt once with its KV cache
+    repeated), the loss and every parameter's gradient are transformers'."""
+    from tests.unit.test_response_logits import TEMPERATURE, _groups, _loss_and_grads
+    from trainer.config import ModelConfig
+    from trainer.model import load_base, pack, response_logits
+
+    _llama(tmp_path, kv_heads=2)
+    lean = load_base(ModelConfig(path=str(tmp_path)))
+    hf = load_base(ModelConfig(path=str(tmp_path), backend="transformers"))
+    assert type(lean).__name__ == "LlamaLM" and type(hf).__name__ == "LlamaForCausalLM"
+    assert lean.training and all(p.requires_grad for p in lean.parameters())
+    hf.train()
+    batch = pack(_groups((4, 3, 1, 4)), torch.device("cpu"), share_prompts=share)
+    assert bool(batch.shared) == share
+    real = batch.response_mask.bool()
+    loss, grads = _loss_and_grads(lean, response_logits(lean, batch, TEMPERATURE), real)
+    want, want_grads = _loss_and_grads(hf, response_logits(hf, batch, TEMPERATURE), real)
+    torch.testing.assert_close(loss, want, rtol=1e-5, atol=1e-5)
+    names = [n for n, p in lean.named_parameters() if p.grad is not None]
+    assert names == [n for n, p in hf.named_parameters() if p.grad is not None]
+    for name, a, b in zip(names, grads, want_grads, strict=True):
+        torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-5, msg=name)
+
+
+def test_a_trainer_checkpoint_of_the_torch_llama_loads_into_transformers(tmp_path: Path) -> None:
+    """``save_pretrained`` (``trainer.checkpoint``) writes what ``AutoModelForCausalLM`` reads,
+    tied head included; a LoRA run stays on transformers (peft wraps its classes)."""
+    from transformers import AutoModelForCausalLM
+
+    from trainer.config import LoraConfig, ModelConfig
+    from trainer.model import load_base
+
+    for tied in (False, True):
+        source = tmp_path / f"src{tied}"
+        _llama(source, tied=tied)
+        lean = load_base(ModelConfig(path=str(source)))
+        with torch.no_grad():
+            for p in lean.parameters():
+                p.add_(0.01)
+        lean.save_pretrained(tmp_path / f"ckpt{tied}")
+        back = AutoModelForCausalLM.from_pretrained(str(tmp_path / f"ckpt{tied}")).eval()
+        ids = torch.tensor([[3, 9, 4, 4, 17]])
+        with torch.no_grad():
+            torch.testing.assert_close(lean(ids).logits, back(input_ids=ids).logits)
+        again = load_base(ModelConfig(path=str(source)), weights=tmp_path / f"ckpt{tied}")
+        assert torch.equal(again.lm_head.weight, lean.lm_head.weight)
+    lora = ModelConfig(path=str(source), lora=LoraConfig(enabled=True))
+    assert type(load_base(lora)).__name__ == "LlamaForCausalLM"
+
+
+def test_the_trainer_process_imports_no_transformers(tmp_path: Path) -> None:
+    """A fresh interpreter imports the trainer loop and loads a Llama policy from a path."""
+    _llama(tmp_path)
+    code = (
+        "import sys\n"
+        "from trainer.config import ModelConfig\n"
+        "import trainer.loop\n"
+        "from trainer.model import load_base\n"
+        f"model = load_base(ModelConfig(path={str(tmp_path)!r}))\n"
+        "print(type(model).__name__, 'transformers' in sys.modules)\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=120
+    )
+    assert out.stdout.strip() == "LlamaLM False", out.stderr[-2000:]

@@ -58,7 +58,7 @@ def _joined(engine: TransformersEngine, jobs: list[tuple[str, SamplingParams]]) 
 
 @pytest.mark.parametrize("backend", ["auto", "transformers"])
 def test_joined_requests_match_each_alone(model_dir: Path, backend: str) -> None:
-    """On both model backends (``auto`` serves the tiny Llama on ``services.rollout.llama``)."""
+    """On both model backends (``auto`` serves the tiny Llama on ``rlvr_world.llama``)."""
     engine = TransformersEngine(str(model_dir), backend=backend)  # type: ignore[arg-type]
     assert engine.backend == {"auto": "llama", "transformers": "transformers"}[backend]
     jobs = [

@@ -1,4 +1,5 @@
-"""A Llama-shaped causal LM in plain torch, so that the rollout service starts without transformers.
+"""A Llama-shaped causal LM in plain torch, so that the rollout service and the trainer start
+without importing transformers.
 
 Importing any transformers model class costs this machine ~5 s before a weight is read
 (``torch._dynamo`` through its masking utilities, its package checks, scipy through its losses:
@@ -12,15 +13,19 @@ checkpoint loads into either and the logits agree to float rounding
 (``tests/unit/test_llama_engine.py``: random tiny models, and SmolLM2-135M's real weights).
 
 ``llama_shape`` reads ``config.json`` and says why a model is *not* served here (another
-architecture, biases, a non-default rotary scaling, tensor-parallel pretraining, quantization):
-the engine then loads it with transformers. ``KVCache`` keeps each layer's keys and values in
-buffers with reserved room, written in place (as ``kv_cache.ReservedLayer`` does for
-transformers' cache).
+architecture, biases, a non-default rotary scaling, attention dropout, tensor-parallel
+pretraining, quantization): the rollout engine and the trainer then load it with transformers.
+``KVCache`` keeps each layer's keys and values in buffers with reserved room, written in place (as
+``services.rollout.kv_cache.ReservedLayer`` does for transformers' cache); gradients flow through
+it (the trainer's shared-prompt forward). ``LlamaLM.save_pretrained`` writes the layout
+transformers reads (the source's ``config.json`` and ``generation_config.json``, the weights as
+``model.safetensors`` without a tied head), so a checkpoint of either loads into the other.
 """
 
 from __future__ import annotations
 
 import json
+import shutil
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -83,6 +88,7 @@ def llama_shape(directory: Path) -> LlamaShape | str:
         ("attention_bias", False),
         ("mlp_bias", False),
         ("pretraining_tp", 1),
+        ("attention_dropout", 0.0),
         ("quantization_config", None),
     ):
         if config.get(key, wanted) != wanted:
@@ -292,9 +298,9 @@ class LlamaLM(nn.Module):
     the engine reads (``config.max_position_embeddings``, ``generation_config.eos_token_id``,
     ``get_input_embeddings``)."""
 
-    def __init__(self, s: LlamaShape) -> None:
+    def __init__(self, s: LlamaShape, source: Path | None = None) -> None:
         super().__init__()
-        self.shape = s
+        self.shape, self.source = s, source
         self.model = _Body(s)
         self.lm_head = nn.Linear(s.hidden_size, s.vocab_size, bias=False)
         self.config = _Config(s.max_positions)
@@ -303,6 +309,26 @@ class LlamaLM(nn.Module):
 
     def get_input_embeddings(self) -> nn.Embedding:
         return self.model.embed_tokens
+
+    def save_pretrained(self, folder: str | Path, safe_serialization: bool = True) -> None:
+        """``folder`` as transformers' ``save_pretrained`` lays it out (module docstring)."""
+        from safetensors.torch import save_file
+
+        if not safe_serialization:
+            raise ValueError("LlamaLM saves safetensors only")
+        if self.source is None:
+            raise ValueError("LlamaLM.save_pretrained needs the directory it was loaded from")
+        out = Path(folder)
+        out.mkdir(parents=True, exist_ok=True)
+        for name in ("config.json", "generation_config.json"):
+            if (self.source / name).is_file():
+                shutil.copyfile(self.source / name, out / name)
+        state = {
+            name: tensor.detach().contiguous()
+            for name, tensor in self.state_dict().items()
+            if not (self.shape.tie_embeddings and name == "lm_head.weight")
+        }
+        save_file(state, str(out / "model.safetensors"), metadata={"format": "pt"})
 
     def _rope(self, positions: torch.Tensor, dtype: torch.dtype) -> tuple[torch.Tensor, ...]:
         inv = self.inv_freq.to(positions.device)[None, :, None].expand(positions.shape[0], -1, 1)
@@ -343,9 +369,17 @@ class LlamaLM(nn.Module):
         return Output(logits=self.lm_head(x), past_key_values=cache)
 
 
-def load_llama(directory: Path, shape: LlamaShape, dtype: torch.dtype, device: str) -> LlamaLM:
-    """The model with the weights of ``directory``'s ``*.safetensors`` files; a missing or
-    mis-shaped tensor raises ``ValueError`` naming it."""
+def load_llama(
+    directory: Path,
+    shape: LlamaShape,
+    dtype: torch.dtype,
+    device: str | torch.device,
+    *,
+    trainable: bool = False,
+) -> LlamaLM:
+    """The model with the weights of ``directory``'s ``*.safetensors`` files, for inference (eval
+    mode, no gradients) or with ``trainable`` for training; a missing or mis-shaped tensor raises
+    ``ValueError`` naming it."""
     from safetensors.torch import load_file
 
     state: dict[str, torch.Tensor] = {}
@@ -355,7 +389,7 @@ def load_llama(directory: Path, shape: LlamaShape, dtype: torch.dtype, device: s
     if shape.tie_embeddings:
         state.pop("lm_head.weight", None)
     with torch.device("meta"):
-        model = LlamaLM(shape)
+        model = LlamaLM(shape, directory)
     own = model.state_dict()
     for name, tensor in own.items():
         if name == "lm_head.weight" and shape.tie_embeddings:
@@ -375,6 +409,6 @@ def load_llama(directory: Path, shape: LlamaShape, dtype: torch.dtype, device: s
     if shape.tie_embeddings:
         model.lm_head.weight = model.model.embed_tokens.weight
     model.inv_freq = model.inv_freq.to(device)
-    model.eval()
-    model.requires_grad_(False)
+    model.train(trainable)
+    model.requires_grad_(trainable)
     return model
