@@ -42,9 +42,9 @@ are printed with their ratio, against issue 20's target of 5 s, with where each 
 (Redis, each process's start and readiness from the run's ``summary.json``, the first request,
 group and step) and the floor no ordering removes: a fresh interpreter importing the rollout
 service and its engine (torch, safetensors, tokenizers, grpc: the tiny Llama runs on the
-service's torch-only forward pass, ``rlvr_world.llama``). ``--hf-backend`` adds a run of
-ours with the rollout on transformers' model classes (``rollout.model_backend: transformers``,
-how every run started before that forward pass), in the same alternation.
+torch-only ``rlvr_world.llama`` in the rollout service and the trainer). ``--hf-backend`` adds a
+run of ours with both on transformers' model classes (``model.backend: transformers``, how every
+run started before that forward pass), in the same alternation.
 
 ``--vllm`` adds a run of ours with every rollout served by vLLM (``rollout.engine: vllm``, from
 the vLLM environment of ``make vllm-setup``; KV cache ``--vllm-kv-cache-gib``), in the same
@@ -141,7 +141,7 @@ def pipeline_config(
     """``bench.yaml`` with this bench's sizes (evaluations off there); ``vllm``: every rollout
     served by vLLM (``--vllm``); ``hf``: on transformers' model classes (``--hf-backend``)."""
     p, g = args.prompts_per_step, args.group_size
-    engine: dict[str, Any] = {"rollout.model_backend": "transformers"} if hf else {}
+    engine: dict[str, Any] = {"model.backend": "transformers"} if hf else {}
     if vllm:
         engine = {
             "rollout.engine": "vllm",
@@ -229,7 +229,7 @@ class _OrderedRun(_PreparedRun):
 
 OURS = "ours (rlvr-world run)"
 VLLM = "ours, vLLM rollout"
-HF = "ours, rollout on transformers' model classes"
+HF = "ours on transformers' model classes"
 ORDERS: dict[TrainerStart, str] = {
     "before_feed": "ours, trainer first (old)",
     "beside_feed": "ours, trainer beside feed",
@@ -605,8 +605,8 @@ def main() -> int:
     p.add_argument(
         "--hf-backend",
         action="store_true",
-        help="also a run of ours with the rollout on transformers' model classes (as before the "
-        "torch-only Llama: rollout.model_backend transformers)",
+        help="also a run of ours with the rollout and the trainer on transformers' model classes "
+        "(as before the torch-only Llama: model.backend transformers)",
     )
     p.add_argument("--keep", type=Path, default=None, help="keep run dirs here (default: temp)")
     p.add_argument(

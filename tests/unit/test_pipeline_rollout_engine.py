@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import yaml
 
 from rlvr_world.apps.pipeline.config import load_pipeline_config
 from rlvr_world.apps.pipeline.runner import PipelineRun
@@ -122,14 +123,25 @@ def test_a_video_run_refuses_vllm_saying_why(tmp_path: Path) -> None:
     assert load_video_config(_config(tmp_path, "task: video\n")).rollout.engine == "transformers"
 
 
-def test_the_model_backend_reaches_the_rollout_command_line(tmp_path: Path) -> None:
-    """``auto`` (the default) passes nothing: the service picks the torch-only Llama where it
-    serves the model; ``transformers`` asks for transformers' classes; another value is refused
-    at load naming the two."""
+def test_the_model_backend_reaches_the_rollout_command_line_and_the_trainer(
+    tmp_path: Path,
+) -> None:
+    """``auto`` (the default) passes nothing: the service and the trainer pick the torch-only
+    Llama where it serves the model; ``transformers`` asks both for transformers' classes; another
+    value is refused at load naming the two."""
     auto = rollout_spec(tmp_path / "m", None, 24, name="r")
     assert "--model-backend" not in auto.argv
-    engine = RolloutSection(model_backend="transformers")
-    spec = rollout_spec(tmp_path / "m", None, 24, name="r", engine=engine)
+    spec = rollout_spec(tmp_path / "m", None, 24, name="r", backend="transformers")
     assert spec.argv[spec.argv.index("--model-backend") + 1] == "transformers"
-    with pytest.raises(ValueError, match=r"model_backend[\s\S]*'auto' or 'transformers'"):
-        load_pipeline_config(_config(tmp_path, "rollout: {model_backend: onnx}\n"))
+    with pytest.raises(ValueError, match=r"model\.backend[\s\S]*'auto' or 'transformers'"):
+        load_pipeline_config(_config(tmp_path, "model: {backend: onnx}\n"))
+    cfg = load_pipeline_config(
+        _config(tmp_path, f"model: {{backend: transformers}}\nrun: {{run_dir: {tmp_path}}}\n")
+    )
+    run = PipelineRun(cfg)
+    written = yaml.safe_load(run._write_trainer_yaml(tmp_path / "m", "redis://x").read_text())
+    assert written["model"] == {
+        "path": str(tmp_path / "m"),
+        "temperature": 1.0,
+        "backend": "transformers",
+    }

@@ -170,6 +170,12 @@ class ModelSection(_Section):
         default_factory=TinyLMConfig, description="from-scratch model + tokenizer (default)"
     )
     path: Path | None = Field(default=None, description="HF model dir with its tokenizer")
+    backend: Literal["auto", "transformers"] = Field(
+        default="auto",
+        description="auto: a Llama-shaped model runs on the torch-only rlvr_world.llama in the "
+        "rollout services (transformers engine) and the trainer (without LoRA), so neither "
+        "imports transformers; transformers: always on transformers' classes",
+    )
 
     @model_validator(mode="after")
     def _one(self) -> ModelSection:

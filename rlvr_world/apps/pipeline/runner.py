@@ -305,6 +305,7 @@ class PipelineRun:
             idle_timeout_s=r.trainer_idle_timeout_s,
             seed=self.seed,
         )
+        data["model"]["backend"] = self.cfg.model.backend
         path = self.run_dir / "trainer.yaml"
         path.write_text(yaml.safe_dump(data, sort_keys=False))
         return path
@@ -378,7 +379,12 @@ class PipelineRun:
             "trained_sequences": trained,
         }
         spec = rollout_spec(
-            control, None, self._max_tokens(), name="rollout-control", engine=self.cfg.rollout
+            control,
+            None,
+            self._max_tokens(),
+            name="rollout-control",
+            engine=self.cfg.rollout,
+            backend=self.cfg.model.backend,
         )
         sup.start(spec, timeout_s=self.cfg.run.service_start_timeout_s)
         await self._eval_named("control", spec.ready.address, addrs, test)  # type: ignore[union-attr]
@@ -432,6 +438,7 @@ class PipelineRun:
                     reward_workers=r.reward_workers,
                     timeout_s=r.service_start_timeout_s,
                     engine=self.cfg.rollout,
+                    backend=self.cfg.model.backend,
                 )
                 self.marks["services_s"] = time.time()
                 self.log.write("services", **asdict(addrs))

@@ -66,12 +66,6 @@ class RolloutSection(BaseModel):
         description="vllm: the vLLM environment's interpreter; unset: $RLVR_VLLM_PYTHON, else "
         ".venv-vllm/bin/python in the code's checkout",
     )
-    model_backend: Literal["auto", "transformers"] = Field(
-        default="auto",
-        description="transformers engine: auto runs a Llama-shaped model on the service's "
-        "torch-only forward pass (it starts without importing transformers), others on "
-        "transformers' classes; transformers: always on transformers' classes",
-    )
     kv_cache_gib: float = Field(
         default=0.25,
         gt=0.0,
@@ -167,10 +161,12 @@ def rollout_spec(
     *,
     name: str = "rollout",
     engine: RolloutSection | None = None,
+    backend: str = "auto",
 ) -> ProcessSpec:
     """The rollout service serving ``model``; with ``redis_url`` it follows the trainer's
     published weights (from under ``weights_root``), without it it serves ``model`` only (e.g.
-    the MLE control). ``engine``: which engine and interpreter (default: transformers)."""
+    the MLE control). ``engine``: which engine and interpreter (default: transformers);
+    ``backend``: the transformers engine's model backend (``model.backend``)."""
     engine = engine or RolloutSection()
     port = pick_free_port(HOST)
     argv = [str(engine.interpreter), "-m", "services.rollout", "--model", str(model)]
@@ -184,8 +180,8 @@ def rollout_spec(
         argv += ["--engine", "vllm", "--kv-cache-gib", str(engine.kv_cache_gib)]
         argv += ["--torch-threads", "1"]
         env |= {**VLLM_ENV, "PYTHONPATH": python_path()}
-    elif engine.model_backend != "auto":
-        argv += ["--model-backend", engine.model_backend]
+    elif backend != "auto":
+        argv += ["--model-backend", backend]
     return ProcessSpec(name, argv, env=env, ready=GrpcHealth(f"{HOST}:{port}"))
 
 
@@ -218,6 +214,7 @@ def start_services(  # noqa: PLR0913 (the supervisor, then each service's settin
     video_tokenizer: Path | None = None,
     weights_root: Path | None = None,
     engine: RolloutSection | None = None,
+    backend: str = "auto",
 ) -> Addresses:
     """Start reward, decoder and rollout (at once: ``Supervisor.start_many``) and return their
     addresses.
@@ -225,12 +222,19 @@ def start_services(  # noqa: PLR0913 (the supervisor, then each service's settin
     ``video_tokenizer``: the decoder also serves ``DecodeFrames`` with this frame tokenizer.
     ``weights_root``: where the trainer writes checkpoints (default: the supervisor's run
     directory); the rollout service loads weights from nowhere else. ``engine``: the rollout's
-    engine (default: transformers)."""
+    engine (default: transformers); ``backend``: its model backend."""
     ensure_local_token()
     specs = [
         reward_spec(reward_workers),
         decoder_spec(model, video_tokenizer),
-        rollout_spec(model, redis_url, max_tokens, weights_root or sup.run_dir, engine=engine),
+        rollout_spec(
+            model,
+            redis_url,
+            max_tokens,
+            weights_root or sup.run_dir,
+            engine=engine,
+            backend=backend,
+        ),
     ]
     sup.start_many(specs, timeout_s=timeout_s)
     reward, decoder, rollout = (address_of(s) for s in specs)
