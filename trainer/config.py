@@ -116,6 +116,15 @@ class GrpoConfig(_Section):
         description="drop groups whose training rewards are all equal when they are read and "
         "keep reading until the step is full (DAPO's dynamic sampling)",
     )
+    zero_spread_max_skips: int = Field(
+        default=0,
+        ge=0,
+        le=10_000_000,
+        description="with skip_zero_spread: most zero-spread groups dropped for one step; past "
+        "it the step is filled with what comes (a zero-spread group adds no policy gradient), so "
+        "a policy whose groups all agree cannot stall the run (DAPO's max_num_gen_batches); "
+        "0: no limit",
+    )
     log_ref_kl: bool = Field(
         default=True,
         description="measure the KL to the reference at every step even when kl_coef is 0 "

@@ -3,8 +3,9 @@
 At-least-once: entries read since the last checkpoint (trained or too-few-valid) are acknowledged
 only after the checkpoint that covers them is on disk; stale and duplicate entries, and with
 ``grpo.skip_zero_spread`` groups whose rewards are all equal (DAPO's dynamic sampling: a step is
-filled with groups that carry a gradient), are never trained and are acknowledged as soon as they
-are read (their drop is final); a restart with
+filled with groups that carry a gradient; past ``grpo.zero_spread_max_skips`` drops in one step
+the step takes what comes), are never trained and are acknowledged as soon as they are read
+(their drop is final); a restart with
 ``--resume`` reloads that checkpoint, re-reads this consumer's pending entries, and skips group
 ids it has already trained (the checkpointed seen-set). Malformed entries are dead-lettered by
 the queue. After each checkpoint, ``(version, path)`` is stored under ``queue.weights_key`` and
@@ -154,7 +155,12 @@ class Trainer:
             self.seen.add(gid)
             self._drop(group, "stale")
             return False
-        if self.cfg.grpo.skip_zero_spread and zero_spread(group, **self._reward_rules):
+        limit = self.cfg.grpo.zero_spread_max_skips
+        if (
+            self.cfg.grpo.skip_zero_spread
+            and not (limit and self._skipped_zero_spread >= limit)
+            and zero_spread(group, **self._reward_rules)
+        ):
             self.seen.add(gid)
             self._drop(group, "zero_spread")
             self._skipped_zero_spread += 1

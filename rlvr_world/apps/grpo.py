@@ -104,6 +104,14 @@ class RlSection(BaseModel):
         description="the trainer drops groups whose rewards are all equal and fills each step "
         "with groups that carry a gradient (DAPO's dynamic sampling; costs more generation)",
     )
+    zero_spread_max_skips: int = Field(
+        default=0,
+        ge=0,
+        le=10_000_000,
+        description="with skip_zero_spread: most zero-spread groups dropped for one step, then "
+        "the step takes what comes, so a policy whose groups all agree cannot stall the run "
+        "(0: no limit)",
+    )
     norm_adv_by_std: bool = Field(
         default=True,
         description="divide each group's centred rewards by its std (GRPO); false: the reward "
@@ -140,6 +148,7 @@ def trainer_config(
             "unparseable_reward": rl.unparseable_reward,
             "truncated_reward": rl.truncated_reward,
             "skip_zero_spread": rl.skip_zero_spread,
+            "zero_spread_max_skips": rl.zero_spread_max_skips,
             "norm_adv_by_std": rl.norm_adv_by_std,
         },
         "batch": {"groups_per_step": rl.groups_per_step, "micro_batch_size": rl.micro_batch_size},

@@ -191,3 +191,43 @@ def test_dynamic_sampling_fills_a_step_with_groups_that_carry_a_gradient(tmp_pat
         assert stats is not None and stats.grad_norm > 0
     finally:
         trainer.close()
+
+
+def test_a_stalled_dynamic_sampling_step_takes_what_comes_past_its_limit(tmp_path: Path) -> None:
+    """With ``grpo.zero_spread_max_skips: 2`` a step drops at most 2 zero-spread groups: when every
+    group agrees (a collapsed policy), the third and later fill the step instead of the trainer
+    reading forever; the count resets with the step."""
+    torch.set_num_threads(1)
+    shape = TinyLMConfig(
+        vocab_size=300, hidden_size=32, num_layers=1, num_heads=2, max_positions=64
+    )
+    model = build_tiny_lm(tmp_path / "m", [PLAIN, WITH_FIELD, *PROMPTS], shape)
+    cfg = TrainerConfig.model_validate(
+        {
+            "model": {"path": str(model)},
+            "grpo": {"skip_zero_spread": True, "zero_spread_max_skips": 2},
+            "batch": {"groups_per_step": 2},
+            "queue": {"block_ms": 20},
+            "run": {"run_dir": str(tmp_path / "trainer"), "progress": False},
+        }
+    )
+    trainer = Trainer(cfg)
+    try:
+        producer = Producer(
+            trainer.redis.client, StreamNames(), 100, QueueMetrics(CollectorRegistry())
+        )
+
+        def sample(r: float) -> ScoredSample:
+            return ScoredSample(token_ids=[5, 6], logprobs=[-1.0, -1.0], reward=r, status="ok")
+
+        for i in range(8):
+            producer.push(group(f"flat{i}", "p", 0, [1, 2], [sample(1.0), sample(1.0)]))
+        first = trainer.collect()
+        assert first is not None and [g.group_id for g in first] == ["flat2", "flat3"]
+        assert trainer.state.dropped == {"zero_spread": 2}
+        assert trainer.step(first) is not None
+        second = trainer.collect()
+        assert second is not None and [g.group_id for g in second] == ["flat6", "flat7"]
+        assert trainer.state.dropped == {"zero_spread": 4}
+    finally:
+        trainer.close()
