@@ -186,6 +186,30 @@ class KVCache:
             layer.reserve(room)
 
 
+class Linear(nn.Module):
+    """``nn.Linear`` without a bias and without initialisation: its weight is ``torch.empty``
+    until the checkpoint is assigned (``nn.Linear`` initialises randomly, and under a ``meta``
+    device that initialisation imports ``torch._dynamo``, 2.5 s of start-up)."""
+
+    def __init__(self, inputs: int, outputs: int) -> None:
+        super().__init__()
+        self.weight = nn.Parameter(torch.empty(outputs, inputs))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return F.linear(x, self.weight)
+
+
+class Embedding(nn.Module):
+    """``nn.Embedding`` without initialisation (as ``Linear``)."""
+
+    def __init__(self, rows: int, size: int) -> None:
+        super().__init__()
+        self.weight = nn.Parameter(torch.empty(rows, size))
+
+    def forward(self, ids: torch.Tensor) -> torch.Tensor:
+        return F.embedding(ids, self.weight)
+
+
 class RMSNorm(nn.Module):
     def __init__(self, size: int, eps: float) -> None:
         super().__init__()
@@ -209,10 +233,10 @@ class Attention(nn.Module):
         super().__init__()
         self.index, self.heads, self.kv_heads = index, s.heads, s.kv_heads
         self.head_dim = s.head_dim
-        self.q_proj = nn.Linear(s.hidden_size, s.heads * s.head_dim, bias=False)
-        self.k_proj = nn.Linear(s.hidden_size, s.kv_heads * s.head_dim, bias=False)
-        self.v_proj = nn.Linear(s.hidden_size, s.kv_heads * s.head_dim, bias=False)
-        self.o_proj = nn.Linear(s.heads * s.head_dim, s.hidden_size, bias=False)
+        self.q_proj = Linear(s.hidden_size, s.heads * s.head_dim)
+        self.k_proj = Linear(s.hidden_size, s.kv_heads * s.head_dim)
+        self.v_proj = Linear(s.hidden_size, s.kv_heads * s.head_dim)
+        self.o_proj = Linear(s.heads * s.head_dim, s.hidden_size)
 
     def forward(
         self,
@@ -240,9 +264,9 @@ class Attention(nn.Module):
 class MLP(nn.Module):
     def __init__(self, s: LlamaShape) -> None:
         super().__init__()
-        self.gate_proj = nn.Linear(s.hidden_size, s.intermediate_size, bias=False)
-        self.up_proj = nn.Linear(s.hidden_size, s.intermediate_size, bias=False)
-        self.down_proj = nn.Linear(s.intermediate_size, s.hidden_size, bias=False)
+        self.gate_proj = Linear(s.hidden_size, s.intermediate_size)
+        self.up_proj = Linear(s.hidden_size, s.intermediate_size)
+        self.down_proj = Linear(s.intermediate_size, s.hidden_size)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.down_proj(F.silu(self.gate_proj(x)) * self.up_proj(x))
@@ -264,7 +288,7 @@ class DecoderLayer(nn.Module):
 class _Body(nn.Module):
     def __init__(self, s: LlamaShape) -> None:
         super().__init__()
-        self.embed_tokens = nn.Embedding(s.vocab_size, s.hidden_size)
+        self.embed_tokens = Embedding(s.vocab_size, s.hidden_size)
         self.layers = nn.ModuleList(DecoderLayer(s, i) for i in range(s.layers))
         self.norm = RMSNorm(s.hidden_size, s.rms_norm_eps)
 
@@ -288,8 +312,8 @@ class _GenerationConfig:
 
 
 def _inv_freq(s: LlamaShape) -> torch.Tensor:
-    """Rotary inverse frequencies (on the CPU, also when built under a meta device)."""
-    half = torch.arange(0, s.head_dim, 2, dtype=torch.int64, device="cpu").float() / s.head_dim
+    """Rotary inverse frequencies, as transformers computes them."""
+    half = torch.arange(0, s.head_dim, 2, dtype=torch.int64).float() / s.head_dim
     return 1.0 / (s.rope_theta**half)
 
 
@@ -302,12 +326,12 @@ class LlamaLM(nn.Module):
         super().__init__()
         self.shape, self.source = s, source
         self.model = _Body(s)
-        self.lm_head = nn.Linear(s.hidden_size, s.vocab_size, bias=False)
+        self.lm_head = Linear(s.hidden_size, s.vocab_size)
         self.config = _Config(s.max_positions)
         self.generation_config = _GenerationConfig(list(s.eos_token_id))
         self.inv_freq = _inv_freq(s)
 
-    def get_input_embeddings(self) -> nn.Embedding:
+    def get_input_embeddings(self) -> Embedding:
         return self.model.embed_tokens
 
     def save_pretrained(self, folder: str | Path, safe_serialization: bool = True) -> None:
@@ -388,8 +412,7 @@ def load_llama(
     state = {k: v for k, v in state.items() if not k.endswith("rotary_emb.inv_freq")}
     if shape.tie_embeddings:
         state.pop("lm_head.weight", None)
-    with torch.device("meta"):
-        model = LlamaLM(shape, directory)
+    model = LlamaLM(shape, directory)  # uninitialised (torch.empty): the weights are assigned
     own = model.state_dict()
     for name, tensor in own.items():
         if name == "lm_head.weight" and shape.tie_embeddings:

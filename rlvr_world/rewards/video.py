@@ -43,7 +43,6 @@ from typing import Protocol
 
 import numpy as np
 from numpy.typing import NDArray
-from scipy import ndimage
 
 from rlvr_world.rewards.types import InvalidInput, RewardResult, Status, failed
 from rlvr_world.shapes import FRAME_NDIM
@@ -242,6 +241,8 @@ def gaussian_window(size: int = SSIM_WINDOW, sigma: float = SSIM_SIGMA) -> Float
 
 def _filter_valid(x: FloatArray, kernel: FloatArray, axes: tuple[int, int]) -> FloatArray:
     """Separable correlation with ``kernel`` over ``axes``, keeping only full ("valid") windows."""
+    from scipy import ndimage  # here: a text-only reward service never pays its import (0.4 s)
+
     r = (len(kernel) - 1) // 2
     for axis in axes:
         x = ndimage.correlate1d(x, kernel, axis=axis, mode="constant")
