@@ -258,7 +258,8 @@ class Attention(nn.Module):
             v = v.repeat_interleave(self.heads // self.kv_heads, dim=1)
         causal = mask is None and m > 1
         out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=causal)
-        return self.o_proj(out.transpose(1, 2).reshape(b, m, -1))
+        merged: torch.Tensor = self.o_proj(out.transpose(1, 2).reshape(b, m, -1))
+        return merged
 
 
 class MLP(nn.Module):
@@ -269,7 +270,8 @@ class MLP(nn.Module):
         self.down_proj = Linear(s.intermediate_size, s.hidden_size)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.down_proj(F.silu(self.gate_proj(x)) * self.up_proj(x))
+        out: torch.Tensor = self.down_proj(F.silu(self.gate_proj(x)) * self.up_proj(x))
+        return out
 
 
 class DecoderLayer(nn.Module):
@@ -282,7 +284,8 @@ class DecoderLayer(nn.Module):
 
     def forward(self, x: torch.Tensor, *args: Any) -> torch.Tensor:
         x = x + self.self_attn(self.input_layernorm(x), *args)
-        return x + self.mlp(self.post_attention_layernorm(x))
+        out: torch.Tensor = x + self.mlp(self.post_attention_layernorm(x))
+        return out
 
 
 class _Body(nn.Module):

@@ -48,6 +48,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import torch
 
+from rlvr_world.llama import KVCache, LlamaShape, llama_shape, load_llama
 from rlvr_world.text_tokenizer import RustTokenizer, rust_tokenizer_usable
 from rlvr_world.weights import ADAPTER_CONFIG
 from services.rollout.checkpoint import check_state_fits, read_checkpoint
@@ -63,7 +64,6 @@ from services.rollout.engine import (
     checked_prompt_ids,
     plan_segments,
 )
-from rlvr_world.llama import KVCache, LlamaShape, llama_shape, load_llama
 from services.rollout.sampling import next_tokens
 
 if TYPE_CHECKING:

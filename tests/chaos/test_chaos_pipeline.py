@@ -115,7 +115,7 @@ def test_every_part_killed_in_turn_loses_nothing(
         seed=cfg.run.seed,
         max_tokens=rl.max_tokens,
         variant=rl.reward_variant,
-        reward_type=rl.reward_type,
+        reward_type=rl.reward_type or "",
         attempts=60,
         backoff_max_s=2.0,
     )

@@ -87,10 +87,10 @@ class OrchestratorConfig(BaseModel):
         default="keep", description="decoder special-token mode (keep: the reference's)"
     )
     variant: Literal["strict", "paper"] = Field(default="strict", description="reward variant")
-    reward_type: str = Field(
-        default="",
-        description="text game: binary | task_specific; web: f1 | item_f1 (empty: the task's "
-        "default, binary or f1)",
+    reward_type: str | None = Field(
+        default=None,
+        description="text game: binary | task_specific; web: f1 | item_f1 (empty or null: the "
+        "task's default, binary or f1)",
     )
     allowed_tokens: tuple[int, int] | None = Field(
         default=None, description="sample only ids in [begin, end) (a video model's visual ids)"
