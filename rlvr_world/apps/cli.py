@@ -2,6 +2,7 @@
 
 Subcommands:
   run            the whole pipeline on one machine: services, SFT, GRPO, evaluation, report
+  pool           one headline over several seeds of a language run
   reward score   score a JSON Lines file of verl-style requests, in process or through a server
   serve reward   run the reward service (gRPC + HTTP gateway)
   serve rollout  run the rollout service (transformers engine)
@@ -22,7 +23,7 @@ from typing import Any
 from rlvr_world import __version__
 from rlvr_world.apps.collect.cli import add_collect_parser
 from rlvr_world.apps.healthcheck import add_healthcheck_parser
-from rlvr_world.apps.pipeline.cli import add_run_parser
+from rlvr_world.apps.pipeline.cli import add_pool_parser, add_run_parser
 from services.decoder.cli import add_serve_decoder_parser
 from services.reward.cli import add_serve_reward_parser
 from services.rollout.cli import add_serve_rollout_parser
@@ -40,6 +41,7 @@ _SUBCOMMANDS: tuple[Callable[[Any], argparse.ArgumentParser], ...] = (
     add_train_parser,
     add_healthcheck_parser,
     add_run_parser,
+    add_pool_parser,
     add_collect_parser,
 )
 

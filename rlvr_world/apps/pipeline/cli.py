@@ -45,6 +45,48 @@ def add_run_parser(sub: Any) -> argparse.ArgumentParser:
     return _configure(parser)
 
 
+def add_pool_parser(sub: Any) -> argparse.ArgumentParser:
+    """Register ``pool`` on the ``rlvr-world`` subcommands."""
+    parser: argparse.ArgumentParser = sub.add_parser(
+        "pool",
+        help="one headline over several seeds of a language run (paired bootstrap over items)",
+        description="Reads each run directory's summary.json and eval_{start,control,rlvr}.jsonl "
+        "(runs of one config with different run.seed), keeps the items every model of every run "
+        "answered, averages each item over the seeds and prints the pooled headline.",
+    )
+    parser.add_argument("runs", type=Path, nargs="+", help="run directories (at least 2)")
+    parser.add_argument("--out", type=Path, default=None, help="write the pooled JSON here")
+    parser.set_defaults(handler=run_pool)
+    return parser
+
+
+def run_pool(args: argparse.Namespace) -> int:
+    from rlvr_world.apps.pipeline.pool import PoolError, pool_runs
+
+    try:
+        pooled = pool_runs(args.runs)
+    except PoolError as exc:
+        print(f"rlvr-world pool: {exc}")
+        return 2
+    head = pooled["headline"]
+    print(pooled["headline_text"])
+    for seed, means in pooled["per_seed"].items():
+        print(
+            f"seed {seed}: start {means['start']:.3f}, control {means['control']:.3f}, "
+            f"RLVR {means['rlvr']:.3f}"
+        )
+    for name, split in head["splits"].items():
+        low, high = split["ci95"]
+        print(
+            f"{name} (n = {split['n']}): start {split['start']:.3f}, control "
+            f"{split['control']:.3f}, RLVR {split['rlvr']:.3f}, RLVR - control "
+            f"{split['rlvr_minus_control']:+.3f} [{low:+.3f}, {high:+.3f}]"
+        )
+    if args.out is not None:
+        args.out.write_text(json.dumps(pooled, indent=1))
+    return 0
+
+
 def _value(text: str) -> Any:
     try:
         return json.loads(text)

@@ -1,0 +1,106 @@
+"""``rlvr-world pool``: one headline over several seeds of a language run, from the run
+directories ``rlvr-world run`` writes (``summary.json``, ``eval_<model>.jsonl``); and what each
+run set that cannot be pooled gets."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from rlvr_world.apps.cli import main
+from rlvr_world.apps.pipeline.pool import PoolError, pool_runs
+from rlvr_world.stats import paired_bootstrap
+
+ITEMS = [f"test-{i}" for i in range(6)]
+CHANGED = [True, True, False, True, False, False]
+
+
+def _run(root: Path, seed: int, scores: dict[str, list[float]], **headline: str) -> Path:
+    """A finished web run's directory: its summary and the three models' held-out answers."""
+    run = root / f"s{seed}"
+    run.mkdir(parents=True)
+    head = {"metric": "f1", "control_budget": "samples", "baselines": {"always_no_change": 0.7}}
+    (run / "summary.json").write_text(json.dumps({"seed": seed, "headline": head | headline}))
+    for model, values in scores.items():
+        rows = [
+            {"prompt_id": i, "changed": c, "reward": v, "status": "ok", "text": "New items:\nNone"}
+            for i, c, v in zip(ITEMS, CHANGED, values, strict=True)
+        ]
+        (run / f"eval_{model}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return run
+
+
+def _scores(shift: float) -> dict[str, list[float]]:
+    rng = np.random.default_rng(int(shift * 10))
+    base = rng.uniform(0, 0.8, size=len(ITEMS))
+    return {
+        "start": list(base),
+        "control": list(base + 0.05),
+        "rlvr": list(np.minimum(base + shift, 1.0)),
+    }
+
+
+def test_the_pooled_headline_averages_each_item_over_the_seeds(tmp_path: Path) -> None:
+    runs = [_run(tmp_path, seed, _scores(0.1 * (seed + 1))) for seed in (0, 1, 2)]
+    pooled = pool_runs(runs)
+    head = pooled["headline"]
+    assert head["seeds"] == [0, 1, 2] and head["n"] == len(ITEMS) and head["metric"] == "f1"
+    tables = {m: [_scores(0.1 * (s + 1))[m] for s in (0, 1, 2)] for m in ("control", "rlvr")}
+    want = paired_bootstrap(tables["rlvr"], tables["control"])
+    assert head["ci95"] == pytest.approx(want.as_list())
+    assert head["rlvr"] == pytest.approx(np.mean(tables["rlvr"]))
+    assert set(head["splits"]) == {"changed", "unchanged"} and head["splits"]["changed"]["n"] == 3
+    assert pooled["per_seed"]["2"]["rlvr"] == pytest.approx(np.mean(tables["rlvr"][2]))
+    assert head["baselines"] == {"always_no_change": 0.7}
+
+
+def test_only_items_every_model_of_every_run_answered_are_pooled(tmp_path: Path) -> None:
+    runs = [_run(tmp_path, seed, _scores(0.1)) for seed in (0, 1)]
+    rows = (runs[1] / "eval_control.jsonl").read_text().splitlines()
+    (runs[1] / "eval_control.jsonl").write_text("\n".join(rows[1:]) + "\n")  # test-0 failed
+    assert pool_runs(runs)["headline"]["n"] == len(ITEMS) - 1
+
+
+@pytest.mark.parametrize(
+    ("spoil", "message"),
+    [
+        ("metric", "metric 'exact_match' differs"),
+        ("budget", "control_budget 'wall_time' differs"),
+        ("seed", "seed 0 is already in the pool"),
+        ("missing", "cannot read held-out answers"),
+        ("unfinished", "has no headline"),
+    ],
+)
+def test_run_sets_that_cannot_be_pooled_say_why(tmp_path: Path, spoil: str, message: str) -> None:
+    first = _run(tmp_path, 0, _scores(0.1))
+    second = _run(tmp_path, 1, _scores(0.2))
+    summary = json.loads((second / "summary.json").read_text())
+    if spoil == "metric":
+        summary["headline"]["metric"] = "exact_match"
+    elif spoil == "budget":
+        summary["headline"]["control_budget"] = "wall_time"
+    elif spoil == "seed":
+        summary["seed"] = 0
+    elif spoil == "missing":
+        (second / "eval_rlvr.jsonl").unlink()
+    else:
+        del summary["headline"]
+    (second / "summary.json").write_text(json.dumps(summary))
+    with pytest.raises(PoolError, match=message):
+        pool_runs([first, second])
+
+
+def test_the_command_prints_the_headline_and_writes_the_json(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    runs = [_run(tmp_path, seed, _scores(0.3)) for seed in (0, 1)]
+    out = tmp_path / "pooled.json"
+    assert main(["pool", *map(str, runs), "--out", str(out)]) == 0
+    printed = capsys.readouterr().out
+    assert "seed 1: start" in printed and "changed (n = 3)" in printed
+    assert json.loads(out.read_text())["headline"]["seeds"] == [0, 1]
+    assert main(["pool", str(runs[0])]) == 2
+    assert "at least 2 run directories" in capsys.readouterr().out
