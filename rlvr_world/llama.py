@@ -98,6 +98,13 @@ def llama_shape(directory: Path) -> LlamaShape | str:
     theta = _rope_theta(config)
     if isinstance(theta, str):
         return theta
+    try:
+        return _shape(directory, config, theta)
+    except (OSError, ValueError, KeyError, TypeError) as exc:  # transformers gives the reason
+        return f"config.json: cannot read the shape ({type(exc).__name__}: {exc})"
+
+
+def _shape(directory: Path, config: dict[str, Any], theta: float) -> LlamaShape:
     heads = int(config["num_attention_heads"])
     generation = directory / "generation_config.json"
     eos = config.get("eos_token_id")

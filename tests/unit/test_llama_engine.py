@@ -142,6 +142,10 @@ def test_models_it_does_not_serve_are_named_with_the_reason(
 def test_no_config_or_no_safetensors_is_a_reason(tmp_path: Path) -> None:
     assert "config.json" in str(llama_shape(tmp_path))
     _llama(tmp_path)
+    config = json.loads((tmp_path / "config.json").read_text())
+    (tmp_path / "config.json").write_text(json.dumps({**config, "num_attention_heads": None}))
+    assert "cannot read the shape (TypeError" in str(llama_shape(tmp_path))
+    (tmp_path / "config.json").write_text(json.dumps(config))
     (tmp_path / "model.safetensors").unlink()
     assert llama_shape(tmp_path) == "no *.safetensors weights"
 
