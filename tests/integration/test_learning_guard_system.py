@@ -111,7 +111,7 @@ def test_grpo_through_the_services_learns_a_learnable_task(
         "rl.group_size": 8,
         "rl.groups_per_step": 3,
         "rl.micro_batch_size": 16,
-        "rl.lr": 2e-3,
+        "rl.lr": 1e-3,
         "rl.kl_coef": 0.0,
         "rl.max_tokens": 64,
         "rl.max_staleness": 1,
@@ -134,9 +134,10 @@ def test_grpo_through_the_services_learns_a_learnable_task(
     ]
     rewards = [s["reward_mean"] for s in steps]
     first, last = sum(rewards[:3]) / 3, sum(rewards[-8:]) / 8
-    # Measured (quiet machine, this start): the first 3 steps 0.43-0.51 (the first prompts drawn
-    # are easier than the mean), the last 8 steps 0.83-0.94, with dips to 0.0-0.2 on the way at
-    # lr 2e-3. A run that does not learn stays near its start; 8 steps average out the dips.
+    # Measured (2026-12-02, this start, lr 1e-3, 7 runs on both model backends, some beside a
+    # training run): the first 3 steps 0.40-0.43, the last 8 steps 0.88-0.90, no dip below 0.33.
+    # At lr 2e-3 the policy collapsed to reward 0.0 in 4 of 9 runs under load (both backends).
+    # A run that does not learn stays near its start.
     assert first <= 0.6, f"the warm start should often be wrong (first steps {rewards[:3]})"
     assert last >= 0.7 and last - first >= 0.25, (
         f"GRPO through the services did not learn: {json.dumps(rewards)}"
