@@ -138,10 +138,12 @@ def trainer_config(
     device: str,
     idle_timeout_s: float,
     seed: int,
+    backend: str = "auto",
 ) -> dict[str, Any]:
-    """The trainer's YAML (``trainer.config.TrainerConfig``) for a run's GRPO phase."""
+    """The trainer's YAML (``trainer.config.TrainerConfig``) for a run's GRPO phase; ``backend``:
+    the model backend (``trainer.config.ModelConfig.backend``)."""
     return {
-        "model": {"path": str(model), "temperature": rl.temperature},
+        "model": {"path": str(model), "temperature": rl.temperature, "backend": backend},
         "optim": {"lr": rl.lr},
         "grpo": {
             "kl_coef": rl.kl_coef,

@@ -20,7 +20,10 @@ from __future__ import annotations
 
 import json
 import random
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import pytest
 import torch
@@ -154,10 +157,12 @@ def test_grpo_raises_the_reward_of_a_learnable_task(tmp_path: Path) -> None:
         trainer.close()
 
 
-def test_dynamic_sampling_fills_a_step_with_groups_that_carry_a_gradient(tmp_path: Path) -> None:
-    """With ``grpo.skip_zero_spread`` the trainer drops groups whose rewards are all equal when it
-    reads them (acked at once, so they do not hold the bounded stream) and keeps reading until the
-    step has ``groups_per_step`` groups with a gradient."""
+@contextmanager
+def _dynamic_sampling_trainer(
+    tmp_path: Path, **grpo: Any
+) -> Iterator[tuple[Trainer, Callable[[str, list[float]], None]]]:
+    """A trainer with ``grpo.skip_zero_spread`` (and ``grpo``) on a 1-layer tiny model, 2 groups
+    per step, and a function that pushes a group of 2-token samples with the given rewards."""
     torch.set_num_threads(1)
     shape = TinyLMConfig(
         vocab_size=300, hidden_size=32, num_layers=1, num_heads=2, max_positions=64
@@ -166,7 +171,7 @@ def test_dynamic_sampling_fills_a_step_with_groups_that_carry_a_gradient(tmp_pat
     cfg = TrainerConfig.model_validate(
         {
             "model": {"path": str(model)},
-            "grpo": {"skip_zero_spread": True},
+            "grpo": {"skip_zero_spread": True, **grpo},
             "batch": {"groups_per_step": 2},
             "queue": {"block_ms": 20},
             "run": {"run_dir": str(tmp_path / "trainer"), "progress": False},
@@ -178,50 +183,40 @@ def test_dynamic_sampling_fills_a_step_with_groups_that_carry_a_gradient(tmp_pat
             trainer.redis.client, StreamNames(), 100, QueueMetrics(CollectorRegistry())
         )
 
-        def sample(r: float) -> ScoredSample:
-            return ScoredSample(token_ids=[5, 6], logprobs=[-1.0, -1.0], reward=r, status="ok")
+        def push(key: str, rewards: list[float]) -> None:
+            samples = [
+                ScoredSample(token_ids=[5, 6], logprobs=[-1.0, -1.0], reward=r, status="ok")
+                for r in rewards
+            ]
+            producer.push(group(key, "p", 0, [1, 2], samples))
 
+        yield trainer, push
+    finally:
+        trainer.close()
+
+
+def test_dynamic_sampling_fills_a_step_with_groups_that_carry_a_gradient(tmp_path: Path) -> None:
+    """With ``grpo.skip_zero_spread`` the trainer drops groups whose rewards are all equal when it
+    reads them (acked at once, so they do not hold the bounded stream) and keeps reading until the
+    step has ``groups_per_step`` groups with a gradient."""
+    with _dynamic_sampling_trainer(tmp_path) as (trainer, push):
         for key, rewards in [("f1", [1, 1]), ("m1", [1, 0]), ("f2", [0, 0]), ("m2", [0, 1])]:
-            producer.push(group(key, "p", 0, [1, 2], [sample(r) for r in rewards]))
+            push(key, [float(r) for r in rewards])
         groups = trainer.collect()
         assert groups is not None and [g.group_id for g in groups] == ["m1", "m2"]
         assert trainer.state.dropped == {"zero_spread": 2}
         assert trainer.consumer.depth() == 2  # the flat groups' entries are already acked
         stats = trainer.step(groups)
         assert stats is not None and stats.grad_norm > 0
-    finally:
-        trainer.close()
 
 
 def test_a_stalled_dynamic_sampling_step_takes_what_comes_past_its_limit(tmp_path: Path) -> None:
     """With ``grpo.zero_spread_max_skips: 2`` a step drops at most 2 zero-spread groups: when every
     group agrees (a collapsed policy), the third and later fill the step instead of the trainer
     reading forever; the count resets with the step."""
-    torch.set_num_threads(1)
-    shape = TinyLMConfig(
-        vocab_size=300, hidden_size=32, num_layers=1, num_heads=2, max_positions=64
-    )
-    model = build_tiny_lm(tmp_path / "m", [PLAIN, WITH_FIELD, *PROMPTS], shape)
-    cfg = TrainerConfig.model_validate(
-        {
-            "model": {"path": str(model)},
-            "grpo": {"skip_zero_spread": True, "zero_spread_max_skips": 2},
-            "batch": {"groups_per_step": 2},
-            "queue": {"block_ms": 20},
-            "run": {"run_dir": str(tmp_path / "trainer"), "progress": False},
-        }
-    )
-    trainer = Trainer(cfg)
-    try:
-        producer = Producer(
-            trainer.redis.client, StreamNames(), 100, QueueMetrics(CollectorRegistry())
-        )
-
-        def sample(r: float) -> ScoredSample:
-            return ScoredSample(token_ids=[5, 6], logprobs=[-1.0, -1.0], reward=r, status="ok")
-
+    with _dynamic_sampling_trainer(tmp_path, zero_spread_max_skips=2) as (trainer, push):
         for i in range(8):
-            producer.push(group(f"flat{i}", "p", 0, [1, 2], [sample(1.0), sample(1.0)]))
+            push(f"flat{i}", [1.0, 1.0])
         first = trainer.collect()
         assert first is not None and [g.group_id for g in first] == ["flat2", "flat3"]
         assert trainer.state.dropped == {"zero_spread": 2}
@@ -229,5 +224,3 @@ def test_a_stalled_dynamic_sampling_step_takes_what_comes_past_its_limit(tmp_pat
         second = trainer.collect()
         assert second is not None and [g.group_id for g in second] == ["flat6", "flat7"]
         assert trainer.state.dropped == {"zero_spread": 4}
-    finally:
-        trainer.close()

@@ -153,17 +153,13 @@ def test_rl_section_is_shared_and_bounds_the_queue() -> None:
         VideoRl(max_staleness=5000)
 
 
-def test_control_budget_matches_grpo(tmp_path: Path) -> None:
-    from rlvr_world.apps.pipeline.runner import PipelineRun
-
-    cfg = load_pipeline_config(CONFIGS[0], {"run.run_dir": str(tmp_path / "a")})
-    run = PipelineRun(cfg)
-    samples = run.control_budget(trained_sequences=641)
-    assert samples["max_steps"] == -(-641 // cfg.sft.batch_size)
-    over = {"control.budget": "wall_time", "run.run_dir": str(tmp_path / "b")}
-    timed = PipelineRun(load_pipeline_config(CONFIGS[0], over))
-    timed.summary["grpo_s"] = 123.0
-    assert timed.control_budget(0)["max_seconds"] == 123.0
+def test_control_budget_matches_grpo() -> None:
+    cfg = load_pipeline_config(CONFIGS[0])
+    samples = cfg.control.sft_budget(cfg.sft, grpo_s=50.0, trained=641)
+    assert samples["max_steps"] == -(-641 // cfg.sft.batch_size) and "max_seconds" not in samples
+    assert samples["lr"] == (cfg.control.lr or cfg.sft.lr) and samples["schedule"] == "constant"
+    timed = load_pipeline_config(CONFIGS[0], {"control.budget": "wall_time"})
+    assert timed.control.sft_budget(timed.sft, grpo_s=123.0, trained=0)["max_seconds"] == 123.0
 
 
 def _shared_text_game() -> Path:

@@ -250,6 +250,13 @@ class ControlSection(_Section):
         default=None, gt=0.0, le=1.0, description="learning rate (unset: sft.lr, constant)"
     )
 
+    def sft_budget(self, sft: SftSection, grpo_s: float, trained: int) -> dict[str, Any]:
+        """The control's SFT budget: GRPO's wall time ``grpo_s`` or its ``trained`` sequences."""
+        fixed = {"epochs": 10_000, "lr": self.lr or sft.lr, "schedule": "constant"}
+        if self.budget == "wall_time":
+            return {**fixed, "max_seconds": grpo_s}
+        return {**fixed, "max_steps": max(1, -(-trained // sft.batch_size))}
+
 
 class RunSection(_Section):
     """Run directory, seed and process settings."""

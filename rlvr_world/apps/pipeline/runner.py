@@ -36,7 +36,6 @@ import asyncio
 import contextlib
 import json
 import logging
-import math
 import random
 import time
 from dataclasses import asdict
@@ -304,8 +303,8 @@ class PipelineRun:
             device="cpu",
             idle_timeout_s=r.trainer_idle_timeout_s,
             seed=self.seed,
+            backend=self.cfg.model.backend,
         )
-        data["model"]["backend"] = self.cfg.model.backend
         path = self.run_dir / "trainer.yaml"
         path.write_text(yaml.safe_dump(data, sort_keys=False))
         return path
@@ -347,16 +346,6 @@ class PipelineRun:
 
     # ------------------------------------------------------------------ control
 
-    def control_budget(self, trained_sequences: int) -> dict[str, Any]:
-        """The control's SFT budget for GRPO's (``control.budget``)."""
-        c = self.cfg.control
-        lr = c.lr if c.lr is not None else self.cfg.sft.lr
-        fixed = {"epochs": 10_000, "lr": lr, "schedule": "constant"}
-        if c.budget == "wall_time":
-            return {**fixed, "max_seconds": self.summary["grpo_s"]}
-        steps = max(1, math.ceil(trained_sequences / self.cfg.sft.batch_size))
-        return {**fixed, "max_steps": steps}
-
     async def _control_phase(
         self,
         sup: Supervisor,
@@ -366,7 +355,7 @@ class PipelineRun:
     ) -> None:
         train, test = items
         trained = self.summary.get("trained_sequences", 0)
-        budget = self.control_budget(trained)
+        budget = self.cfg.control.sft_budget(self.cfg.sft, self.summary.get("grpo_s", 0.0), trained)
         rng = random.Random(self.seed + 1)
         order = list(train)
         rng.shuffle(order)
