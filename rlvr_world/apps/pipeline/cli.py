@@ -104,6 +104,8 @@ def run_run(args: argparse.Namespace) -> int:
         return run_video(args.config, overrides)
     if task in ("mpc", "policy_eval"):
         return run_mpc_task(args.config, str(task), overrides)
+    if task == "web_mpc":
+        return run_web_mpc_task(args.config, overrides)
     cfg = load_pipeline_config(args.config, overrides)
     summary = run_pipeline(cfg, str(args.config))
     evals = summary.get("eval", {})
@@ -163,6 +165,20 @@ def run_mpc_task(path: Path, task: str, overrides: dict[str, Any]) -> int:
         summary = run_policy_eval(load_policy_eval_config(path, overrides), str(path))
         for name, h in summary["headline"].items():
             print(f"{name}: {h['metric']} {h['value']} ci95 {h['ci95']}")
+    print(f"wall {summary['wall_s']:.0f}s; report: {summary['run_dir']}/report.md")
+    return 0
+
+
+def run_web_mpc_task(path: Path, overrides: dict[str, Any]) -> int:
+    """``task: web_mpc``: MPC on MiniWoB++ pages with the language world models
+    (``rlvr_world.apps.mpc.web``)."""
+    from rlvr_world.apps.mpc.web import run_web_mpc
+    from rlvr_world.apps.mpc.web_config import load_web_mpc_config
+
+    summary = run_web_mpc(load_web_mpc_config(path, overrides), str(path))
+    for name in summary["planners"]:
+        h = summary["headline"][name]
+        print(f"{name}: success {h['value']} ci95 {h['ci95']} (n={h['n']}, faults {h['faults']})")
     print(f"wall {summary['wall_s']:.0f}s; report: {summary['run_dir']}/report.md")
     return 0
 

@@ -1,0 +1,89 @@
+"""Configuration of ``rlvr-world run CONFIG`` for ``task: web_mpc`` (``rlvr_world.apps.mpc.web``).
+
+``models``: the language world models of ``rlvr-world run configs/pipeline/web_miniwob.yaml``:
+``base`` is a model folder with its tokenizer (the run's SFT start, ``model/base``), ``rlvr`` a
+model folder or a trainer checkpoint (``trainer/checkpoints/latest``), whose weights are loaded
+into the base's architecture and tokenizer. ``models.build_tiny`` (smoke configs) builds two
+tiny random language models there when they are missing: plumbing only.
+``tasks``: MiniWoB++ task names and how many seeds (episodes) each. ``planners``: a subset of
+``greedy`` (no world model: the current page's element text), ``random``, ``base``, ``rlvr``.
+Every field has bounds; unknown fields are refused.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Literal, Self
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from rlvr_world.apps.pipeline.config import apply_overrides, read_config_mapping
+
+WEB_PLANNERS = ("greedy", "random", "base", "rlvr")
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class WebModelsSection(_Section):
+    base: Path = Field(description="the base (SFT) language world model folder, with tokenizer")
+    rlvr: Path = Field(description="the RLVR model folder or a trainer's checkpoints/latest")
+    max_tokens: int = Field(default=160, ge=1, le=4096, description="tokens per prediction")
+    torch_threads: int = Field(default=1, ge=1, le=256)
+    build_tiny: bool = Field(default=False, description="smoke: build tiny random models if absent")
+
+
+class WebTasksSection(_Section):
+    names: tuple[str, ...] = Field(min_length=1, description="MiniWoB++ task names")
+    seeds: int = Field(default=20, ge=1, le=10_000, description="episodes per task")
+    seed: int = Field(default=5000, ge=0, description="page seeds are '<seed>+i/<task>'")
+    max_steps: int = Field(default=4, ge=1, le=50, description="actions per episode")
+    max_tree_chars: int = Field(default=4000, ge=100, le=1_000_000)
+    html_root: Path | None = Field(default=None, description="None: the miniwob package's pages")
+
+    @model_validator(mode="after")
+    def _unique(self) -> Self:
+        if len(set(self.names)) != len(self.names):
+            raise ValueError(f"tasks.names: names must be unique, got {list(self.names)}")
+        return self
+
+
+class WebPlannerSection(_Section):
+    candidates: int = Field(default=8, ge=1, le=256, description="actions predicted per step")
+
+
+class WebBrowserSection(_Section):
+    executable: Path = Path("/usr/bin/chromium")
+    step_ms: int = Field(default=1000, ge=0, le=60_000, description="page time after an action")
+    settle_s: float = Field(default=0.1, ge=0.0, le=10.0)
+    call_timeout_s: float = Field(default=30.0, gt=0.0, le=600.0)
+
+
+class WebRunSection(_Section):
+    run_dir: Path
+    seed: int = Field(default=0, ge=0, description="the random planner's seed")
+    resamples: int = Field(default=10_000, ge=100, le=1_000_000, description="bootstrap")
+    planners: tuple[str, ...] = Field(default=WEB_PLANNERS)
+    summarize_only: bool = Field(default=False, description="summarise run_dir/episodes.jsonl")
+
+    @model_validator(mode="after")
+    def _planners(self) -> Self:
+        unknown = sorted(set(self.planners) - set(WEB_PLANNERS))
+        if unknown or not self.planners:
+            raise ValueError(f"run.planners: expected a subset of {WEB_PLANNERS}, got {unknown}")
+        return self
+
+
+class WebMpcConfig(_Section):
+    task: Literal["web_mpc"]
+    models: WebModelsSection
+    tasks: WebTasksSection
+    planner: WebPlannerSection = WebPlannerSection()
+    browser: WebBrowserSection = WebBrowserSection()
+    run: WebRunSection
+
+
+def load_web_mpc_config(path: Path, overrides: dict[str, Any] | None = None) -> WebMpcConfig:
+    """Read ``path`` (YAML), apply ``section.field`` overrides, validate."""
+    return WebMpcConfig.model_validate(apply_overrides(read_config_mapping(path), overrides or {}))
