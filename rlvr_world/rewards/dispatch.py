@@ -19,8 +19,8 @@ from pydantic import BaseModel, ConfigDict, Field
 from rlvr_world.rewards.types import InvalidInput, RewardResult, Status, failed
 
 Variant = Literal["paper", "strict"]
-#: text game: binary (its default) | task_specific; web: f1 (its default) | item_f1.
-RewardType = Literal["binary", "task_specific", "f1", "item_f1"]
+#: text game: binary (its default) | task_specific; web: f1 (its default) | item_f1 | soft_item_f1.
+RewardType = Literal["binary", "task_specific", "f1", "item_f1", "soft_item_f1"]
 
 #: verl ``data_source`` (and our task names) -> task.
 DATA_SOURCE_TO_TASK: dict[str, str] = {
@@ -46,7 +46,7 @@ class TextScoreRequest(BaseModel):
     reward_type: RewardType | None = Field(
         default=None,
         description="text game: binary (None: default) | task_specific; web: f1 (None: default) "
-        "| item_f1",
+        "| item_f1 | soft_item_f1",
     )
 
 

@@ -23,8 +23,15 @@ did change (the sections it left empty match: 0.67 for one new item and two empt
 than a tiny model's attempts earn, and GRPO on it collapsed to that answer for every item
 (docs/rl.md#measured). ``item_f1`` scores only the tree items: the ``None`` markers are dropped on
 both sides, a prediction and a truth that both hold no item score 1, and exactly one of them
-empty scores 0. The metrics of both are returned with either (``f1``, ``item_f1``, ...); the
-held-out evaluation reports ``f1``.
+empty scores 0. With a tiny model ``item_f1`` still collapsed to ``None``: no item of a changed
+page came out exactly right in 8 samples, so those groups carried no gradient and only the
+unchanged pages did. ``soft_item_f1`` gives a changed page's near misses credit: within each
+section the predicted and true items are paired one to one (Hungarian, maximum summed
+similarity), an item pair is worth the token F1 of the two lines (``[37] button 'OK' focused:
+True`` against ``[37] button 'OK'``: 0.8), and F1 = 2 x the summed credit / (predicted + true
+items); the ``None`` rules are ``item_f1``'s, and exact items score as in ``item_f1``. The
+metrics of all three are returned with any of them (``f1``, ``item_f1``, ``soft_item_f1``, ...);
+the held-out evaluation reports ``f1``.
 
 Variants
 --------
@@ -55,6 +62,9 @@ Left alone on purpose: quote style, attribute order, unicode escapes, and the li
 from __future__ import annotations
 
 import re
+from collections import Counter
+
+import numpy as np
 
 from rlvr_world.rewards.types import RewardResult, Status, failed
 
@@ -168,7 +178,10 @@ def f1_of(truth: Parsed, pred: Parsed, p: float) -> dict[str, float]:
 
 #: The marker of a section with nothing in it (scored as an item by ``f1``, not by ``item_f1``).
 NONE_ITEM = "None"
-REWARD_TYPES: tuple[str, ...] = ("f1", "item_f1")
+REWARD_TYPES: tuple[str, ...] = ("f1", "item_f1", "soft_item_f1")
+#: ``soft_item_f1`` matches at most this many items per section on each side (a longer answer's
+#: extra items count as unmatched predictions).
+MAX_SOFT_ITEMS = 256
 
 
 def item_f1_of(truth: Parsed, pred: Parsed, p: float) -> float:
@@ -182,6 +195,46 @@ def item_f1_of(truth: Parsed, pred: Parsed, p: float) -> float:
     return f1_of(real_truth, real_pred, p)["f1"]
 
 
+def _item_tokens(item: str) -> Counter[str]:
+    return Counter(item.split())
+
+
+def item_similarity(a: str, b: str) -> float:
+    """Token F1 of two items split at whitespace (1.0 for identical items)."""
+    if a == b:
+        return 1.0
+    ta, tb = _item_tokens(a), _item_tokens(b)
+    overlap = sum((ta & tb).values())
+    if not overlap:
+        return 0.0
+    return 2 * overlap / (sum(ta.values()) + sum(tb.values()))
+
+
+def soft_item_f1_of(truth: Parsed, pred: Parsed) -> float:
+    """``item_f1`` with partial credit: within each section, predicted and true items are paired
+    one to one to maximise the summed ``item_similarity``, and F1 = 2 * that sum / (predicted +
+    true items). Exact items give 1 each, so an all-exact answer scores as ``item_f1`` does."""
+    from scipy.optimize import linear_sum_assignment
+
+    real_truth = {s: sorted(items - {NONE_ITEM}) for s, items in truth.items()}
+    real_pred = {s: sorted(pred.get(s, set()) - {NONE_ITEM}) for s in real_truth}
+    n_truth = sum(len(v) for v in real_truth.values())
+    n_pred = sum(len(v) for v in real_pred.values())
+    if not n_truth or not n_pred:
+        return float(n_truth == n_pred)
+    matched = 0.0
+    for s, true_items in real_truth.items():
+        pred_items = real_pred[s][:MAX_SOFT_ITEMS]
+        if not true_items or not pred_items:
+            continue
+        sim = np.array(
+            [[item_similarity(t, q) for q in pred_items] for t in true_items[:MAX_SOFT_ITEMS]]
+        )
+        rows, cols = linear_sum_assignment(sim, maximize=True)
+        matched += float(sim[rows, cols].sum())
+    return 2 * matched / (n_truth + n_pred)
+
+
 def score_web(
     solution_str: str,
     ground_truth: str,
@@ -193,7 +246,8 @@ def score_web(
     """F1 reward of a predicted web-page diff. Never raises.
 
     ``p`` is the reference's Hungarian threshold (its dispatcher always passes the default 0.0).
-    ``reward_type``: ``f1`` (None: the default) or ``item_f1`` (module docstring).
+    ``reward_type``: ``f1`` (None: the default), ``item_f1`` or ``soft_item_f1`` (module
+    docstring).
     """
     if variant not in ("paper", "strict"):
         return failed(
@@ -225,6 +279,7 @@ def score_web(
         pred, pred_found = parse_sections_strict(solution_str)
     metrics = f1_of(truth, pred, p)
     metrics["item_f1"] = item_f1_of(truth, pred, p) if pred_found else 0.0
+    metrics["soft_item_f1"] = soft_item_f1_of(truth, pred) if pred_found else 0.0
     if not pred_found:
         # The reference scores this 0 as well; the status says it was not an answer at all.
         return RewardResult(

@@ -70,7 +70,7 @@ def test_web_config_parses_and_refuses_what_does_not_fit() -> None:
         ({"task": "video"}, "task"),
         (
             {"task": "web", "data": {"sources": ["x"]}, "rl": {"reward_type": "binary"}},
-            "rl.reward_type binary: not a web reward; expected one of f1, item_f1",
+            "rl.reward_type binary: not a web reward; expected one of f1, item_f1, soft_item_f1",
         ),
         ({"rl": {"reward_type": "item_f1"}}, "not a text_game reward; expected one of binary"),
     ]

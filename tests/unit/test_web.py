@@ -163,11 +163,46 @@ def test_item_f1_pays_nothing_for_none_on_a_changed_page() -> None:
     assert score_web("no sections", CHANGED, reward_type="item_f1").status is Status.UNPARSEABLE
 
 
+def test_soft_item_f1_credits_near_misses_and_keeps_the_none_rules() -> None:
+    """``soft_item_f1``: exact answers score as ``item_f1``; a near miss gets the token F1 of the
+    best one-to-one pairing within its section; ``None`` on a changed page still earns 0."""
+    kind = {"reward_type": "soft_item_f1"}
+    assert score_web(CHANGED, CHANGED, **kind).reward == 1.0
+    assert score_web(UNCHANGED, UNCHANGED, **kind).reward == 1.0
+    assert score_web(UNCHANGED, CHANGED, **kind).reward == 0.0
+    assert score_web(CHANGED, UNCHANGED, **kind).reward == 0.0
+    near = (
+        "New items:\n[7] button 'OK' focused: True\n\nDeleted items:\nNone\n\nUpdated items:\nNone"
+    )
+    got = score_web(near, CHANGED, **kind)
+    # 3 tokens shared of 3 and 5: token F1 6/8, one item each side
+    assert got.reward == pytest.approx(0.75) and got.metrics["item_f1"] == 0.0
+    wrong_section = "New items:\nNone\n\nDeleted items:\n[7] button 'OK'\n\nUpdated items:\nNone"
+    assert score_web(wrong_section, CHANGED, **kind).reward == 0.0
+    two = (
+        "New items:\n[8] link 'x'\n[7] button 'OK'\n\nDeleted items:\nNone\n\nUpdated items:\nNone"
+    )
+    # the pairing takes the exact item: credit 1 over 2 predicted + 1 true items
+    assert score_web(two, CHANGED, **kind).reward == pytest.approx(2 / 3)
+    assert score_web(two, CHANGED).metrics["soft_item_f1"] == pytest.approx(2 / 3)
+    assert score_web("no sections", CHANGED, **kind).status is Status.UNPARSEABLE
+
+
+def test_soft_item_f1_of_a_runaway_answer_stays_bounded() -> None:
+    items = "\n".join(f"[{i}] button 'OK {i}'" for i in range(600))
+    got = score_web(
+        f"New items:\n{items}\nDeleted items:\nNone\nUpdated items:\nNone",
+        CHANGED,
+        reward_type="soft_item_f1",
+    )
+    assert got.status is Status.OK and 0.0 < got.reward < 0.01
+
+
 @pytest.mark.parametrize("kind", ["binary", "task_specific", "F1"])
 def test_a_reward_type_of_another_task_is_refused_naming_the_web_types(kind: str) -> None:
     result = score_web(CHANGED, CHANGED, reward_type=kind)
     assert result.status is Status.INVALID_INPUT and result.reward == 0.0
-    assert "expected one of f1, item_f1" in (result.message or "")
+    assert "expected one of f1, item_f1, soft_item_f1" in (result.message or "")
 
 
 def test_dispatch_gives_each_task_its_default_reward_type() -> None:

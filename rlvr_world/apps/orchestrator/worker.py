@@ -89,8 +89,8 @@ class OrchestratorConfig(BaseModel):
     variant: Literal["strict", "paper"] = Field(default="strict", description="reward variant")
     reward_type: str | None = Field(
         default=None,
-        description="text game: binary | task_specific; web: f1 | item_f1 (empty or null: the "
-        "task's default, binary or f1)",
+        description="text game: binary | task_specific; web: f1 | item_f1 | soft_item_f1 (empty "
+        "or null: the task's default, binary or f1)",
     )
     allowed_tokens: tuple[int, int] | None = Field(
         default=None, description="sample only ids in [begin, end) (a video model's visual ids)"

@@ -204,10 +204,11 @@ class TextRl(RlSection):
 
     max_tokens: int = Field(default=160, ge=1, le=100_000, description="new tokens per sample")
     reward_variant: Literal["strict", "paper"] = Field(default="strict", description="variant")
-    reward_type: Literal["binary", "task_specific", "f1", "item_f1"] | None = Field(
+    reward_type: Literal["binary", "task_specific", "f1", "item_f1", "soft_item_f1"] | None = Field(
         default=None,
         description="text game: binary (null: default) | task_specific; web: f1 (null: default, "
-        "the paper's) | item_f1 (F1 over tree items only, rlvr_world.rewards.web)",
+        "the paper's) | item_f1 (F1 over tree items only, rlvr_world.rewards.web) | soft_item_f1 "
+        "(item_f1 with credit for near-miss items)",
     )
     truncated_reward: float | None = Field(
         default=0.0,
@@ -310,7 +311,10 @@ class PipelineConfig(_Section):
 
     @model_validator(mode="after")
     def _reward_type_fits_task(self) -> PipelineConfig:
-        kinds = {"text_game": ("binary", "task_specific"), "web": ("f1", "item_f1")}[self.task]
+        kinds = {
+            "text_game": ("binary", "task_specific"),
+            "web": ("f1", "item_f1", "soft_item_f1"),
+        }[self.task]
         if self.rl.reward_type is not None and self.rl.reward_type not in kinds:
             raise ValueError(
                 f"rl.reward_type {self.rl.reward_type}: not a {self.task} reward; expected one of "

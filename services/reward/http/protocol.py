@@ -49,7 +49,7 @@ class VideoOptionsIn(_Strict):
 
 class OptionsIn(_Strict):
     variant: Literal["paper", "strict"] | None = None
-    reward_type: Literal["binary", "task_specific", "f1", "item_f1"] | None = None
+    reward_type: Literal["binary", "task_specific", "f1", "item_f1", "soft_item_f1"] | None = None
     video: VideoOptionsIn | None = None
 
 
@@ -63,8 +63,9 @@ class ScoreRequestIn(_Strict):
     )
     solution_str: str | None = Field(default=None, description="verl style: the model output")
     variant: Literal["paper", "strict"] | None = Field(default=None, description="verl style")
-    reward_type: Literal["binary", "task_specific", "f1", "item_f1"] | None = Field(
-        default=None, description="verl style: text game binary | task_specific, web f1 | item_f1"
+    reward_type: Literal["binary", "task_specific", "f1", "item_f1", "soft_item_f1"] | None = Field(
+        default=None,
+        description="verl style: text game binary | task_specific, web f1 | item_f1 | soft_item_f1",
     )
     # typed
     task: Literal["text_game", "web", "video"] | None = Field(default=None, description="typed")
