@@ -131,11 +131,10 @@ class _Episode:
             order = list(range(len(cands)))
             self.rng.shuffle(order)
             return [ScoredAction(cands[i], greedy[i]) for i in order]
+        by_greedy = rank([ScoredAction(a, g) for a, g in zip(cands, greedy, strict=True)])
         if self.model is None:
-            return rank([ScoredAction(a, g) for a, g in zip(cands, greedy, strict=True)])
-        self.greedy_choice = rank([ScoredAction(a, g) for a, g in zip(cands, greedy, strict=True)])[
-            0
-        ]
+            return by_greedy
+        self.greedy_choice = by_greedy[0]
         prompts = [self._prompt(objective, previous, tree, a.render()) for a in cands]
         answers = await asyncio.to_thread(self.model.predict, prompts)
         scored = []
@@ -207,13 +206,14 @@ class _Episode:
     def _step(
         self, tree: AxSnapshot, after: AxSnapshot, chosen: ScoredAction, plan_s: float, n: int
     ) -> dict[str, Any]:
-        truth = render_diff(tree_diff(tree.text, after.text))
+        diff = tree_diff(tree.text, after.text)
+        truth = render_diff(diff)
         step: dict[str, Any] = {
             "action": chosen.action.render(),
             "greedy_value": round(chosen.greedy, 4),
             "candidates": n,
             "plan_seconds": round(plan_s, 4),
-            "changed": truth != render_diff(tree_diff("", "")),
+            "changed": not diff.empty,
         }
         if chosen.prediction is not None:
             step["predicted_value"] = round(chosen.predicted or 0.0, 4)

@@ -66,12 +66,16 @@ def web_mpc_headline(
         }
         predicted = [s for s in steps if "prediction" in s]
         if predicted:
-            f1 = [s["prediction_f1"] for s in predicted if s["prediction_f1"] is not None]
-            entry["executed_prediction_f1"] = float(np.mean(f1)) if f1 else None
-            entry["predicted_change_share"] = float(
-                np.mean([not predicts_no_change(s["prediction"]) for s in predicted])
+            read = [s for s in predicted if s["prediction_f1"] is not None]  # not an error
+            entry["executed_prediction_f1"] = (
+                float(np.mean([s["prediction_f1"] for s in read])) if read else None
             )
-            entry["prediction_errors"] = len(predicted) - len(f1)
+            entry["predicted_change_share"] = (
+                float(np.mean([not predicts_no_change(s["prediction"]) for s in read]))
+                if read
+                else None
+            )
+            entry["prediction_errors"] = len(predicted) - len(read)
             # the share of steps where the prediction made the planner act unlike greedy
             entry["choice_differs_from_greedy"] = float(
                 np.mean([s["action"] != s["greedy_choice"] for s in predicted])
