@@ -7,6 +7,14 @@ learning rate after a linear warm-up, gradient clipping, shuffled mini-batches f
 or until a step or time budget (``max_steps``, ``max_seconds``) is spent: the MLE control of a
 GRPO run continues SFT for GRPO's budget.
 
+``share_prompts``: examples whose prompts differ only in their last line (a text-game or web
+transition's action line: one state, several actions) form a group; a step takes whole groups
+(shuffled every epoch) until it has ``batch_size`` rows, and the tokens the group's examples have
+in common (their longest common token prefix: the state) run once per step, their KV cache
+continued by each example's own tokens (``trainer.model.response_logits``, as a GRPO group's
+prompt does). The loss is the same mean over target tokens, the same up to float rounding;
+what changes is which examples share a step.
+
 The result is a directory in the layout the trainer and the rollout service read
 (``save_pretrained`` safetensors + the tokenizer), so GRPO starts from it (``model.path``) and
 the rollout serves it (``--model``). Not a general fine-tuning library: no packing, no LoRA, no
@@ -59,6 +67,18 @@ class SftConfig(BaseModel):
     )
     max_seconds: float | None = Field(
         default=None, gt=0.0, le=1e7, description="stop after this much training time (a budget)"
+    )
+    share_prompts: bool = Field(
+        default=False,
+        description="batch examples whose prompts differ only in the last line together and "
+        "run their common token prefix once per step (module docstring)",
+    )
+    group_rows: int = Field(
+        default=0,
+        ge=0,
+        le=4096,
+        description="share_prompts: most rows of one prompt group in a step, so a step mixes "
+        "batch_size / group_rows groups (0: up to batch_size rows of one group)",
     )
 
 
@@ -116,6 +136,129 @@ def target_loss(
     )
 
 
+def prompt_groups(pairs: Sequence[tuple[str, str]]) -> list[list[int]]:
+    """Indices of the examples whose prompts are the same but for their last line, in first-seen
+    order (``share_prompts``)."""
+    groups: dict[str, list[int]] = {}
+    for i, (prompt, _) in enumerate(pairs):
+        head, _, _ = prompt.rstrip("\n").rpartition("\n")
+        groups.setdefault(head, []).append(i)
+    return list(groups.values())
+
+
+def group_batches(
+    groups: Sequence[Sequence[int]], batch_size: int, rng: random.Random, group_rows: int = 0
+) -> list[list[list[int]]]:
+    """One epoch's steps, each a list of chunks (example indices of one prompt group): every
+    group is shuffled and cut into chunks of at most ``group_rows`` rows (0: ``batch_size``),
+    the chunks are shuffled and joined until a step has at least ``batch_size`` rows."""
+    size = group_rows or batch_size
+    chunks: list[list[int]] = []
+    for g in groups:
+        members = list(g)
+        rng.shuffle(members)
+        chunks.extend(members[i : i + size] for i in range(0, len(members), size))
+    rng.shuffle(chunks)
+    batches: list[list[list[int]]] = []
+    current: list[list[int]] = []
+    rows = 0
+    for chunk in chunks:
+        current.append(chunk)
+        rows += len(chunk)
+        if rows >= batch_size:
+            batches.append(current)
+            current, rows = [], 0
+    if current:
+        batches.append(current)
+    return batches
+
+
+def _prompt_len(e: Example) -> int:
+    return next(i for i, t in enumerate(e.labels) if t != IGNORE)
+
+
+def _common_prefix(rows: Sequence[Example]) -> int:
+    """Tokens every row starts with, up to the shortest prompt (never into a target)."""
+    first = rows[0].input_ids
+    n = min(_prompt_len(e) for e in rows)
+    for e in rows[1:]:
+        k = 0
+        while k < n and e.input_ids[k] == first[k]:
+            k += 1
+        n = k
+    return n
+
+
+def shared_target_loss(
+    model: torch.nn.Module, batch: Sequence[Example], groups: Sequence[Sequence[int]]
+) -> torch.Tensor:
+    """``target_loss`` of ``batch`` where the rows of each group (indices into ``batch``) run
+    their common token prefix once (``trainer.model.response_logits``); a group of one shares
+    its own prompt. Rows are right-padded; pads are never scored."""
+    from trainer.model import PackedBatch, SharedPrompt, response_logits
+
+    starts = [0] * len(batch)
+    shared = []
+    for g in groups:
+        p = _common_prefix([batch[i] for i in g])
+        if p < 1:
+            raise ValueError("shared_target_loss: a group's rows have no common first token")
+        shared.append(SharedPrompt(tuple(g), p, max(len(batch[i].input_ids) - p for i in g)))
+        for i in g:
+            starts[i] = p
+    b, length = len(batch), max(len(e.input_ids) for e in batch)
+    width = max(len(e.input_ids) - s for e, s in zip(batch, starts, strict=True))
+    ids = torch.zeros(b, length, dtype=torch.long)
+    index = torch.zeros(b, width, dtype=torch.long)
+    resp = torch.zeros(b, width, dtype=torch.long)
+    labels = torch.full((b, width), IGNORE, dtype=torch.long)
+    for i, (e, s) in enumerate(zip(batch, starts, strict=True)):
+        n = len(e.input_ids) - s
+        ids[i, : len(e.input_ids)] = torch.tensor(e.input_ids)
+        index[i] = torch.clamp(torch.arange(width) + s - 1, max=length - 2)
+        resp[i, :n] = torch.tensor(e.input_ids[s:])
+        labels[i, :n] = torch.tensor(e.labels[s:])
+    zeros = torch.zeros(b, width)
+    packed = PackedBatch(
+        ids, torch.ones_like(ids), index, resp, zeros, zeros, zeros, shared=tuple(shared)
+    )
+    logits = response_logits(model, packed, 1.0)
+    return torch.nn.functional.cross_entropy(
+        logits.reshape(-1, logits.shape[-1]), labels.reshape(-1), ignore_index=IGNORE
+    )
+
+
+def _epoch_steps(
+    n: int, groups: list[list[int]] | None, cfg: SftConfig, rng: random.Random
+) -> list[list[list[int]]]:
+    """One epoch's steps as lists of chunks: prompt groups (``group_batches``) when sharing,
+    else one chunk of ``batch_size`` shuffled examples per step."""
+    if groups is not None:
+        return group_batches(groups, cfg.batch_size, rng, cfg.group_rows)
+    order = list(range(n))
+    rng.shuffle(order)
+    return [[order[i : i + cfg.batch_size]] for i in range(0, n, cfg.batch_size)]
+
+
+def _step_loss(
+    model: torch.nn.Module,
+    examples: Sequence[Example],
+    step: Sequence[Sequence[int]],
+    *,
+    shared: bool,
+    pad: int,
+) -> torch.Tensor:
+    """The mean target loss of one step's chunks (each chunk's prompt shared when ``shared``)."""
+    if not shared:
+        return target_loss(model, *collate([examples[i] for c in step for i in c], pad))
+    batch: list[Example] = []
+    local: list[list[int]] = []
+    for chunk in step:
+        local.append(list(range(len(batch), len(batch) + len(chunk))))
+        batch.extend(examples[i] for i in chunk)
+    return shared_target_loss(model, batch, local)
+
+
 def _spent(result: SftResult, cfg: SftConfig, t0: float) -> bool:
     """Whether the step or time budget (when set) is used up."""
     if cfg.max_steps is not None and result.steps >= cfg.max_steps:
@@ -156,23 +299,28 @@ def run_sft(
     opt = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
     rng = random.Random(cfg.seed)
     result = SftResult(path=out_dir)
-    total_steps = cfg.epochs * math.ceil(len(examples) / cfg.batch_size)
+    groups = prompt_groups(pairs) if cfg.share_prompts else None
+    # Steps per epoch: shared steps take whole groups, so their count varies by a step or two
+    # between epochs; the first epoch's count sets the cosine schedule's length.
+    per_epoch = (
+        len(group_batches(groups, cfg.batch_size, random.Random(cfg.seed), cfg.group_rows))
+        if groups is not None
+        else math.ceil(len(examples) / cfg.batch_size)
+    )
+    total_steps = cfg.epochs * per_epoch
     if cfg.max_steps is not None:
         total_steps = min(total_steps, cfg.max_steps)
     t0 = time.perf_counter()
     for epoch in range(cfg.epochs):
         if _spent(result, cfg, t0):
             break
-        order = list(range(len(examples)))
-        rng.shuffle(order)
         total, batches = 0.0, 0
-        for start in range(0, len(order), cfg.batch_size):
+        for step in _epoch_steps(len(examples), groups, cfg, rng):
             if _spent(result, cfg, t0):
                 break
-            batch = [examples[i] for i in order[start : start + cfg.batch_size]]
             for group in opt.param_groups:
                 group["lr"] = _lr_at(result.steps, cfg, total_steps)
-            loss = target_loss(model, *collate(batch, pad))
+            loss = _step_loss(model, examples, step, shared=groups is not None, pad=pad)
             opt.zero_grad(set_to_none=True)
             loss.backward()  # type: ignore[no-untyped-call]
             torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)

@@ -9,7 +9,17 @@ import pytest
 from rlvr_world.items import text_game_item
 from rlvr_world.tasks.text_game.kitchen import enumerate_transitions
 from rlvr_world.tiny_model import EOS_ID, TinyLMConfig, build_tiny_lm
-from trainer.sft import IGNORE, SftConfig, encode, run_sft
+from trainer.sft import (
+    IGNORE,
+    SftConfig,
+    collate,
+    encode,
+    group_batches,
+    prompt_groups,
+    run_sft,
+    shared_target_loss,
+    target_loss,
+)
 
 
 @pytest.fixture(scope="module")
@@ -81,3 +91,79 @@ def test_learning_rate_schedules() -> None:
     assert _lr_at(12, cos, 20) == pytest.approx(0.5)
     assert _lr_at(20, cos, 20) == pytest.approx(0.0)
     assert _lr_at(30, cos, 20) == pytest.approx(0.0)  # past the end stays at 0
+
+
+def test_prompt_groups_join_prompts_that_differ_only_in_the_last_line() -> None:
+    pairs = [
+        ("State: A\nAction: x\n", "t0"),
+        ("State: B\nAction: x\n", "t1"),
+        ("State: A\nAction: y\n", "t2"),
+        ("State: A\nAction: z", "t3"),  # no trailing newline: the same state
+    ]
+    assert prompt_groups(pairs) == [[0, 2, 3], [1]]
+
+
+def test_group_batches_cover_every_example_once_in_chunks_of_one_group() -> None:
+    import random
+
+    groups = [[0, 1, 2], [3], [4, 5, 6, 7, 8, 9, 10], [11, 12]]
+    owner = {i: k for k, g in enumerate(groups) for i in g}
+    for group_rows, most in ((0, 4), (2, 2)):
+        steps = group_batches(groups, 4, random.Random(0), group_rows)
+        assert sorted(i for step in steps for g in step for i in g) == list(range(13))
+        assert all(sum(len(g) for g in step) >= 4 for step in steps[:-1])
+        for chunk in (g for step in steps for g in step):
+            assert 1 <= len(chunk) <= most
+            assert len({owner[i] for i in chunk}) == 1  # a chunk is part of one group
+    # the group of 7 becomes chunks of 4 and 3 (group_rows 0: up to batch_size)
+    sizes = sorted(
+        len(c)
+        for step in group_batches(groups, 4, random.Random(1))
+        for c in step
+        if owner[c[0]] == 2
+    )
+    assert sizes == [3, 4]
+    # a new epoch (the same rng, drawn on) shuffles the chunks' members
+    rng = random.Random(2)
+    epochs = [group_batches(groups, 4, rng, 2) for _ in range(4)]
+    assert len({str(e) for e in epochs}) > 1
+
+
+def test_shared_loss_equals_the_full_forward_loss_and_gradient(
+    tiny: tuple[Path, list[tuple[str, str]]],
+) -> None:
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    model_dir, pairs = tiny
+    tok = AutoTokenizer.from_pretrained(model_dir)
+    model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32)
+    examples = [encode(tok, p, t, 4096) for p, t in pairs]
+    groups = prompt_groups(pairs)
+    assert any(len(g) > 1 for g in groups), "the fixture must have states with several actions"
+    order = [i for g in groups for i in g]
+    batch = [examples[i] for i in order]
+    local, k = [], 0
+    for g in groups:
+        local.append(list(range(k, k + len(g))))
+        k += len(g)
+    full = target_loss(model, *collate(batch, 0))
+    full.backward()  # type: ignore[no-untyped-call]
+    want = [torch.zeros(0) if w.grad is None else w.grad.clone() for w in model.parameters()]
+    model.zero_grad()
+    shared = shared_target_loss(model, batch, local)
+    shared.backward()  # type: ignore[no-untyped-call]
+    assert float(shared.detach()) == pytest.approx(float(full.detach()), rel=1e-5)
+    for w, expected in zip(model.parameters(), want, strict=True):
+        torch.testing.assert_close(w.grad, expected, rtol=1e-4, atol=1e-6)
+
+
+def test_shared_sft_trains_and_keeps_the_step_budget(
+    tiny: tuple[Path, list[tuple[str, str]]], tmp_path: Path
+) -> None:
+    model_dir, pairs = tiny
+    cfg = SftConfig(epochs=4, lr=5e-3, batch_size=3, warmup_steps=0, share_prompts=True)
+    result = run_sft(model_dir, pairs, tmp_path / "sft", cfg)
+    assert result.losses[-1] < result.losses[0]
+    capped = run_sft(model_dir, pairs, tmp_path / "cap", cfg.model_copy(update={"max_steps": 2}))
+    assert capped.steps == 2

@@ -197,6 +197,12 @@ class SftSection(_Section):
         default="constant", description="learning rate after the warm-up: constant or cosine to 0"
     )
     torch_threads: int = Field(default=2, ge=1, le=512, description="threads (nothing else runs)")
+    share_prompts: bool = Field(
+        default=False,
+        description="steps take whole groups of transitions of one state (prompts that differ "
+        "only in the action line) and run the state's tokens once (trainer.sft); the control "
+        "too",
+    )
 
 
 class TextRl(RlSection):

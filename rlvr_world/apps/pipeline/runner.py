@@ -167,6 +167,7 @@ class PipelineRun:
             lr=budget.pop("lr", s.lr),
             batch_size=s.batch_size,
             torch_threads=s.torch_threads,
+            share_prompts=s.share_prompts,
             seed=self.seed,
             schedule=budget.pop("schedule", s.schedule),
             **budget,
