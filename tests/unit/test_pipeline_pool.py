@@ -104,3 +104,48 @@ def test_the_command_prints_the_headline_and_writes_the_json(
     assert json.loads(out.read_text())["headline"]["seeds"] == [0, 1]
     assert main(["pool", str(runs[0])]) == 2
     assert "at least 2 run directories" in capsys.readouterr().out
+
+
+def test_across_seeds_compares_each_run_on_its_own_items(tmp_path: Path) -> None:
+    from scipy import stats
+
+    shifts = {0: 0.10, 1: 0.20, 2: 0.15}
+    runs = [_run(tmp_path, seed, _scores(shift)) for seed, shift in shifts.items()]
+    # seed 2 answered one more item than the others: the headline drops it, across_seeds not
+    extra = {"prompt_id": "test-9", "changed": True, "reward": 1.0, "status": "ok", "text": "x"}
+    for model in ("start", "control", "rlvr"):
+        with (runs[2] / f"eval_{model}.jsonl").open("a") as f:
+            f.write(json.dumps(extra) + "\n")
+    pooled = pool_runs(runs)
+    assert pooled["headline"]["n"] == len(ITEMS)
+    seeds = pooled["across_seeds"]
+    assert seeds["seeds"] == [0, 1, 2]
+    assert seeds["all"]["n_per_seed"] == [6, 6, 7]
+    diffs = []
+    for seed, shift in shifts.items():
+        s = _scores(shift)
+        rlvr, control = list(s["rlvr"]), list(s["control"])
+        if seed == 2:
+            rlvr, control = [*rlvr, 1.0], [*control, 1.0]
+        diffs.append(np.mean(rlvr) - np.mean(control))
+    d = seeds["all"]["rlvr_minus_control"]
+    assert d["per_seed"] == pytest.approx(diffs)
+    half = stats.t.ppf(0.975, 2) * np.std(diffs, ddof=1) / np.sqrt(3)
+    assert d["ci95"] == pytest.approx([np.mean(diffs) - half, np.mean(diffs) + half])
+    assert d["ci95_excludes_zero"] == (np.mean(diffs) - half > 0)
+    assert seeds["changed"]["n_per_seed"] == [3, 3, 4]
+    assert set(seeds) == {"seeds", "all", "changed", "unchanged"}
+
+
+def test_runs_with_no_common_item_get_only_the_seed_level_comparison(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    runs = [_run(tmp_path, seed, _scores(0.1 * (seed + 1))) for seed in (0, 1)]
+    for model in ("start", "control", "rlvr"):  # seed 1 drew other items
+        path = runs[1] / f"eval_{model}.jsonl"
+        path.write_text(path.read_text().replace('"test-', '"other-'))
+    pooled = pool_runs(runs)
+    assert pooled["headline"] is None and "only the seed-level" in pooled["headline_text"]
+    assert pooled["across_seeds"]["all"]["n_per_seed"] == [6, 6]
+    assert main(["pool", *map(str, runs)]) == 0
+    assert "across seeds, all (seeds as units" in capsys.readouterr().out

@@ -68,7 +68,7 @@ def run_pool(args: argparse.Namespace) -> int:
     except PoolError as exc:
         print(f"rlvr-world pool: {exc}")
         return 2
-    head = pooled["headline"]
+    head = pooled["headline"] or {"splits": {}}
     print(pooled["headline_text"])
     for seed, means in pooled["per_seed"].items():
         print(
@@ -82,6 +82,20 @@ def run_pool(args: argparse.Namespace) -> int:
             f"{split['control']:.3f}, RLVR {split['rlvr']:.3f}, RLVR - control "
             f"{split['rlvr_minus_control']:+.3f} [{low:+.3f}, {high:+.3f}]"
         )
+    seeds = pooled["across_seeds"]
+    for name in ("all", "changed", "unchanged"):
+        if name not in seeds:
+            continue
+        part = seeds[name]
+        for key, label in (("rlvr_minus_control", "control"), ("rlvr_minus_start", "start")):
+            d = part[key]
+            low, high = d["ci95"]
+            note = "" if d["ci95_excludes_zero"] else ", includes 0"
+            print(
+                f"across seeds, {name} (seeds as units, each on its own items): RLVR - "
+                f"{label} {d['mean']:+.3f} [{low:+.3f}, {high:+.3f}]{note}; per seed "
+                + ", ".join(f"{v:+.3f}" for v in d["per_seed"])
+            )
     if args.out is not None:
         args.out.write_text(json.dumps(pooled, indent=1))
     return 0

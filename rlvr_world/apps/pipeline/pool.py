@@ -7,8 +7,18 @@ items, a web config's ``data.split_seed`` keeps them). Its ``eval_start.jsonl``,
 answered are kept (in the first run's order), and the headline is built from the (seeds, items)
 tables: each item's score is averaged over the seeds and the paired bootstrap resamples items
 (``rlvr_world.stats``). The per-seed means are reported beside it, so the seed-to-seed spread is
-visible. Refused with the reason: fewer than two runs, a missing file, runs of different tasks,
-metrics or control budgets, a seed given twice, no item common to all runs.
+visible.
+
+``across_seeds`` compares the seeds as the units instead: each run's RLVR - control and RLVR -
+start on *all* its own held-out items (so it works when every seed draws other items, as the text
+game's do, where few items are common to all runs), their mean over the seeds and a 95% Student-t
+interval over the seeds (k - 1 degrees of freedom), overall and per split. It carries the
+seed-to-seed spread (where SFT lands, where GRPO and the control land from there, which items
+are drawn) that the item bootstrap of one run cannot see.
+
+Refused with the reason: fewer than two runs, a missing file, runs of different tasks, metrics or
+control budgets, a seed given twice. With no item common to all runs, the item-level headline
+is ``None`` and only ``across_seeds`` is reported.
 """
 
 from __future__ import annotations
@@ -18,8 +28,10 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from rlvr_world.apps.pipeline.evaluate import Answer
-from rlvr_world.apps.pipeline.results import METRICS, MODELS
+from rlvr_world.apps.pipeline.results import METRICS, MODELS, Metric
 from rlvr_world.stats import build_headline, describe
 
 
@@ -77,8 +89,17 @@ def pool_runs(run_dirs: Sequence[Path]) -> dict[str, Any]:
         for a in runs[0][2]["start"]
         if all(a.prompt_id in answers[m] for answers in by_run for m in MODELS)
     ]
+    seed_level = across_seeds(metric, seeds, [rows for _, _, rows in runs])
     if not ids:
-        raise PoolError("no held-out item was answered by every model of every run")
+        # every seed drew other items (the text game's draws): only the seed-level comparison
+        return {
+            "runs": [str(d) for d in run_dirs],
+            "headline": None,
+            "headline_text": "no held-out item was answered by every model of every run: "
+            "only the seed-level comparison (across_seeds)",
+            "per_seed": {},
+            "across_seeds": seed_level,
+        }
     table = {m: [[metric.per_item(r[m][i]) for i in ids] for r in by_run] for m in MODELS}
     split = ["changed" if by_run[0]["start"][i].changed else "unchanged" for i in ids]
     head = build_headline(
@@ -97,4 +118,53 @@ def pool_runs(run_dirs: Sequence[Path]) -> dict[str, Any]:
         "headline": head.to_dict(),
         "headline_text": describe(head),
         "per_seed": per_seed,
+        "across_seeds": seed_level,
     }
+
+
+def _t_interval(values: Sequence[float]) -> dict[str, Any]:
+    """Mean, 95% Student-t interval over ``values`` (at least two), and each value."""
+    from scipy import stats
+
+    x = np.asarray(values, dtype=np.float64)
+    mean = float(x.mean())
+    half = float(stats.t.ppf(0.975, len(x) - 1) * x.std(ddof=1) / np.sqrt(len(x)))
+    low, high = mean - half, mean + half
+    return {
+        "mean": mean,
+        "ci95": [low, high],
+        "ci95_excludes_zero": bool(low > 0 or high < 0),
+        "per_seed": [float(v) for v in x],
+    }
+
+
+def across_seeds(
+    metric: Metric, seeds: Sequence[int], answers: Sequence[dict[str, list[Answer]]]
+) -> dict[str, Any]:
+    """Seed-level comparison (module docstring): each run on all its own items."""
+    groups: dict[str, list[dict[str, float]]] = {}
+    for rows in answers:
+        by_model = {m: {a.prompt_id: a for a in rows[m]} for m in MODELS}
+        ids = [i for i in by_model["start"] if all(i in by_model[m] for m in MODELS)]
+        splits = {"all": ids}
+        for i in ids:
+            changed = by_model["start"][i].changed
+            if changed is not None:
+                splits.setdefault("changed" if changed else "unchanged", []).append(i)
+        for name, chosen in splits.items():
+            means = {
+                m: sum(metric.per_item(by_model[m][i]) for i in chosen) / len(chosen)
+                for m in MODELS
+            }
+            groups.setdefault(name, []).append({**means, "n": float(len(chosen))})
+    out: dict[str, Any] = {"seeds": list(seeds)}
+    for name, runs in groups.items():
+        if len(runs) < len(seeds):
+            continue  # a split some seed has no item of
+        out[name] = {
+            **{m: float(np.mean([r[m] for r in runs])) for m in MODELS},
+            "n_per_seed": [int(r["n"]) for r in runs],
+            "rlvr_minus_control": _t_interval([r["rlvr"] - r["control"] for r in runs]),
+            "rlvr_minus_start": _t_interval([r["rlvr"] - r["start"] for r in runs]),
+        }
+    return out
