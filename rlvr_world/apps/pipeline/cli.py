@@ -52,7 +52,9 @@ def add_pool_parser(sub: Any) -> argparse.ArgumentParser:
         help="one headline over several seeds of a language run (paired bootstrap over items)",
         description="Reads each run directory's summary.json and eval_{start,control,rlvr}.jsonl "
         "(runs of one config with different run.seed), keeps the items every model of every run "
-        "answered, averages each item over the seeds and prints the pooled headline.",
+        "answered, averages each item over the seeds and prints the pooled headline; then the "
+        "seed-level comparison (each run on all its own items, a Student-t interval over the "
+        "seeds), the one that remains when seeds drew different items (the text game).",
     )
     parser.add_argument("runs", type=Path, nargs="+", help="run directories (at least 2)")
     parser.add_argument("--out", type=Path, default=None, help="write the pooled JSON here")
