@@ -61,7 +61,15 @@ def test_only_items_every_model_of_every_run_answered_are_pooled(tmp_path: Path)
     runs = [_run(tmp_path, seed, _scores(0.1)) for seed in (0, 1)]
     rows = (runs[1] / "eval_control.jsonl").read_text().splitlines()
     (runs[1] / "eval_control.jsonl").write_text("\n".join(rows[1:]) + "\n")  # test-0 failed
-    assert pool_runs(runs)["headline"]["n"] == len(ITEMS) - 1
+    pooled = pool_runs(runs)
+    assert pooled["headline"]["n"] == len(ITEMS) - 1
+    assert "common to every run" not in pooled["headline_text"]
+    for model in ("start", "control", "rlvr"):  # seed 1 now shares only test-1 with seed 0
+        path = runs[1] / f"eval_{model}.jsonl"
+        path.write_text(
+            path.read_text().replace('"test-', '"other-').replace('"other-1"', '"test-1"')
+        )
+    assert "only 1 of the smallest run's 5 items" in pool_runs(runs)["headline_text"]
 
 
 @pytest.mark.parametrize(

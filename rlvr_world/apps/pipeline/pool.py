@@ -116,10 +116,25 @@ def pool_runs(run_dirs: Sequence[Path]) -> dict[str, Any]:
     return {
         "runs": [str(d) for d in run_dirs],
         "headline": head.to_dict(),
-        "headline_text": describe(head),
+        "headline_text": describe(head) + _few_common(len(ids), runs),
         "per_seed": per_seed,
         "across_seeds": seed_level,
     }
+
+
+def _few_common(common: int, runs: Sequence[tuple[Path, Any, dict[str, list[Answer]]]]) -> str:
+    """A warning when the pooled items are under half of the items the smallest run scored
+    with every model."""
+    smallest = min(
+        len(set.intersection(*({a.prompt_id for a in rows[m]} for m in MODELS)))
+        for _, _, rows in runs
+    )
+    if 2 * common >= smallest:
+        return ""
+    return (
+        f" (only {common} of the smallest run's {smallest} items are common to every run: "
+        "the seed-level comparison, across_seeds, uses them all)"
+    )
 
 
 def _t_interval(values: Sequence[float]) -> dict[str, Any]:
