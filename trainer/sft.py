@@ -8,12 +8,13 @@ or until a step or time budget (``max_steps``, ``max_seconds``) is spent: the ML
 GRPO run continues SFT for GRPO's budget.
 
 ``share_prompts``: examples whose prompts differ only in their last line (a text-game or web
-transition's action line: one state, several actions) form a group; a step takes whole groups
-(shuffled every epoch) until it has ``batch_size`` rows, and the tokens the group's examples have
-in common (their longest common token prefix: the state) run once per step, their KV cache
-continued by each example's own tokens (``trainer.model.response_logits``, as a GRPO group's
-prompt does). The loss is the same mean over target tokens, the same up to float rounding;
-what changes is which examples share a step.
+transition's action line: one state, several actions) form a group; every epoch each group is
+shuffled and cut into chunks of at most ``group_rows`` rows, and a step takes shuffled chunks
+until it has ``batch_size`` rows. The tokens a chunk's examples have in common (their longest
+common token prefix: the state) run once per step, their KV cache continued by each example's
+own tokens (``trainer.model.response_logits``, as a GRPO group's prompt does). The loss is the
+same mean over target tokens, the same up to float rounding; what changes is which examples
+share a step (``bench/sft_sharing.py`` times it; docs/rl.md says how it trained).
 
 The result is a directory in the layout the trainer and the rollout service read
 (``save_pretrained`` safetensors + the tokenizer), so GRPO starts from it (``model.path``) and
