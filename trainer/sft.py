@@ -194,36 +194,35 @@ def shared_target_loss(
     model: torch.nn.Module, batch: Sequence[Example], groups: Sequence[Sequence[int]]
 ) -> torch.Tensor:
     """``target_loss`` of ``batch`` where the rows of each group (indices into ``batch``) run
-    their common token prefix once (``trainer.model.response_logits``); a group of one shares
-    its own prompt. Rows are right-padded; pads are never scored."""
-    from trainer.model import PackedBatch, SharedPrompt, response_logits
+    their common token prefix once: each row becomes a sample whose prompt is that prefix and
+    whose response is the rest, the action's tokens masked out, packed and run by the trainer's
+    shared-prompt path (``trainer.model.pack`` / ``response_logits``; it falls back to full rows
+    when sharing would not save work). A group of one shares its own prompt."""
+    from rlvr_world.grpo.groups import TrainSample
+    from trainer.model import pack, response_logits
 
-    starts = [0] * len(batch)
-    shared = []
+    samples = []
     for g in groups:
         p = _common_prefix([batch[i] for i in g])
         if p < 1:
             raise ValueError("shared_target_loss: a group's rows have no common first token")
-        shared.append(SharedPrompt(tuple(g), p, max(len(batch[i].input_ids) - p for i in g)))
         for i in g:
-            starts[i] = p
-    b, length = len(batch), max(len(e.input_ids) for e in batch)
-    width = max(len(e.input_ids) - s for e, s in zip(batch, starts, strict=True))
-    ids = torch.zeros(b, length, dtype=torch.long)
-    index = torch.zeros(b, width, dtype=torch.long)
-    resp = torch.zeros(b, width, dtype=torch.long)
-    labels = torch.full((b, width), IGNORE, dtype=torch.long)
-    for i, (e, s) in enumerate(zip(batch, starts, strict=True)):
-        n = len(e.input_ids) - s
-        ids[i, : len(e.input_ids)] = torch.tensor(e.input_ids)
-        index[i] = torch.clamp(torch.arange(width) + s - 1, max=length - 2)
-        resp[i, :n] = torch.tensor(e.input_ids[s:])
-        labels[i, :n] = torch.tensor(e.labels[s:])
-    zeros = torch.zeros(b, width)
-    packed = PackedBatch(
-        ids, torch.ones_like(ids), index, resp, zeros, zeros, zeros, shared=tuple(shared)
-    )
+            e = batch[i]
+            rest = tuple(e.input_ids[p:])
+            samples.append(
+                TrainSample(
+                    group_id=str(id(g)),
+                    prompt_token_ids=tuple(e.input_ids[:p]),
+                    token_ids=rest,
+                    behaviour_logprobs=(0.0,) * len(rest),
+                    reward=0.0,
+                    advantage=0.0,
+                    loss_mask=tuple(int(t != IGNORE) for t in e.labels[p:]),
+                )
+            )
+    packed = pack(samples, torch.device("cpu"))
     logits = response_logits(model, packed, 1.0)
+    labels = packed.response_ids.masked_fill(packed.response_mask == 0, IGNORE)
     return torch.nn.functional.cross_entropy(
         logits.reshape(-1, logits.shape[-1]), labels.reshape(-1), ignore_index=IGNORE
     )

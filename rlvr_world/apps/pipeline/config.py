@@ -199,9 +199,14 @@ class SftSection(_Section):
     torch_threads: int = Field(default=2, ge=1, le=512, description="threads (nothing else runs)")
     share_prompts: bool = Field(
         default=False,
-        description="steps take whole groups of transitions of one state (prompts that differ "
-        "only in the action line) and run the state's tokens once (trainer.sft); the control "
-        "too",
+        description="steps take transitions of one state (prompts that differ only in the "
+        "action line) together and run the state's tokens once (trainer.sft); the control too",
+    )
+    group_rows: int = Field(
+        default=0,
+        ge=0,
+        le=4096,
+        description="share_prompts: most transitions of one state in a step (0: batch_size)",
     )
 
 

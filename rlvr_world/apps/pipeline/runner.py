@@ -168,6 +168,7 @@ class PipelineRun:
             batch_size=s.batch_size,
             torch_threads=s.torch_threads,
             share_prompts=s.share_prompts,
+            group_rows=s.group_rows,
             seed=self.seed,
             schedule=budget.pop("schedule", s.schedule),
             **budget,
