@@ -8,11 +8,13 @@ things to the next, that no prompt is lost, and that GRPO really changed the wei
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 from PIL import Image
 
@@ -143,3 +145,43 @@ def test_video_run_with_context_anchored_frames(
     assert head["baselines"]["copy_last_frame"] == pytest.approx(
         head["baselines"]["copy_last_frame_pixels"]
     )
+    _check_best_of_k(tmp_path, cfg)
+
+
+def _check_best_of_k(run_dir: Path, cfg: VideoPipelineConfig) -> None:
+    """``task: video_best_of_k`` (the smoke version of configs/experiments/video_best_of_k.yaml)
+    through the command line on the finished run: the run's saved config.json is what it
+    rebuilds, both models sample 4 frames per clip, the nested curves are monotone, the files
+    are written; the sampled metrics are the run's anchored ones."""
+    from rlvr_world.apps.cli import main
+
+    saved = VideoPipelineConfig.model_validate_json((run_dir / "config.json").read_text())
+    assert saved == cfg
+    out = run_dir / "best_of_k"
+    argv = [
+        "run",
+        str(REPO / "configs" / "experiments" / "video_best_of_k.yaml"),
+        "--set",
+        f"source.run_dir={run_dir}",
+        "--set",
+        "best_of_k.ks=[1, 2, 4]",
+        "--set",
+        "best_of_k.clips=3",
+        "--set",
+        f"run.run_dir={out}",
+    ]
+    assert main(argv) == 0
+    summary = json.loads((out / "summary.json").read_text())
+    head = summary["headline"]
+    assert head["n"] == 3 and head["ks"] == [1, 2, 4] and summary["anchor_dilate"] == 0
+    assert set(summary["curves"]) == {"reward", "l1", "mse", "psnr", "ssim", "stlpips"}
+    for curve in summary["curves"].values():
+        sign = 1 if curve["higher_is_better"] else -1
+        for name in ("base", "rlvr"):
+            assert all(sign * (b - a) >= 0 for a, b in itertools.pairwise(curve[name]))
+    samples = json.loads((out / "samples.json").read_text())
+    assert np.asarray(samples["rlvr"]["reward"]).shape == (4, 3)
+    assert head["base"][0] == pytest.approx(np.mean(samples["base"]["reward"][0]))
+    assert "| k | base | RLVR | RLVR - base (95% CI) |" in (out / "report.md").read_text()
+    with Image.open(out / "best_of_k.png") as img:
+        assert img.size[0] > 0

@@ -19,7 +19,8 @@ def _configure(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
     parser.add_argument(
         "config",
         type=Path,
-        help="pipeline YAML (configs/pipeline/*.yaml; task: video runs configs/video/*.yaml)",
+        help="pipeline YAML (configs/pipeline/*.yaml; task: video runs configs/video/*.yaml, "
+        "the analyses configs/experiments/*.yaml)",
     )
     parser.add_argument(
         "--set",
@@ -122,6 +123,8 @@ def run_run(args: argparse.Namespace) -> int:
         return run_mpc_task(args.config, str(task), overrides)
     if task == "web_mpc":
         return run_web_mpc_task(args.config, overrides)
+    if task == "video_best_of_k":
+        return run_best_of_k_task(args.config, overrides)
     cfg = load_pipeline_config(args.config, overrides)
     summary = run_pipeline(cfg, str(args.config))
     evals = summary.get("eval", {})
@@ -160,6 +163,18 @@ def run_video(path: Path, overrides: dict[str, Any]) -> int:
         )
     print(f"wall {summary['wall_s']:.0f}s; report: {cfg.run.run_dir / 'report.md'}")
     return 0 if summary.get("rl", {}).get("trainer_exit") == 0 else 1
+
+
+def run_best_of_k_task(path: Path, overrides: dict[str, Any]) -> int:
+    """``task: video_best_of_k``: best-of-k of a finished video run's base and RLVR models
+    (``rlvr_world.apps.video.best_of_k``)."""
+    from rlvr_world.apps.video.best_of_k import load_best_of_k_config, run_best_of_k
+
+    cfg = load_best_of_k_config(path, overrides)
+    summary = run_best_of_k(cfg, str(path))
+    print(summary["headline"]["text"])
+    print(f"wall {summary['wall_s']:.0f}s; report: {cfg.run.run_dir / 'report.md'}")
+    return 0
 
 
 def run_mpc_task(path: Path, task: str, overrides: dict[str, Any]) -> int:

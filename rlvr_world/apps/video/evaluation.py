@@ -36,6 +36,8 @@ from rlvr_world.apps.video.config import (
 from rlvr_world.stats import build_headline
 
 if TYPE_CHECKING:
+    from transformers import PreTrainedModel
+
     from rlvr_world.apps.video.setup import VideoSetup
     from rlvr_world.video.data import ClipArrays
     from rlvr_world.video.layout import TokenSequence
@@ -81,18 +83,49 @@ def evaluate_saved(
     ``weights`` on ``clips`` (clips and their token sequences), with the setup's tokenizer,
     vocabulary, quantizer and perceptual scorer, on ``run.device``; multi-step (over
     ``model.segment_frames``) when ``model.layout`` is ``multi_step``."""
+    model = load_model(weights, cfg.run.device)
+    return evaluate_model(
+        model,
+        s,
+        clips,
+        cfg,
+        sampling=sampling,
+        seed=seed,
+        baselines=baselines,
+        out_dir=out_dir,
+    )
+
+
+def load_model(weights: Path, device: str) -> PreTrainedModel:
+    """The saved world model in ``weights`` (a model folder or a trainer checkpoint), float32,
+    on ``device``, in eval mode."""
     import torch
     from transformers import AutoModelForCausalLM
 
+    model = AutoModelForCausalLM.from_pretrained(str(weights), dtype=torch.float32)
+    model.to(device)  # type: ignore[arg-type]
+    model.eval()  # type: ignore[no-untyped-call]
+    return model
+
+
+def evaluate_model(
+    model: PreTrainedModel,
+    s: VideoSetup,
+    clips: tuple[Sequence[ClipArrays], Sequence[TokenSequence]],
+    cfg: VideoPipelineConfig,
+    *,
+    sampling: SamplingChoice,
+    seed: int,
+    baselines: bool,
+    out_dir: Path | None,
+) -> dict[str, Any]:
+    """``evaluate_saved`` of a loaded ``model`` (``out_dir`` None writes nothing)."""
     from rlvr_world.video.evaluate import EvalConfig, evaluate
     from rlvr_world.video.layout import MultiStepVocab, SingleStepVocab
     from rlvr_world.video.multistep import evaluate_multistep
 
     held, sequences = clips
     vocab, perceptual = s.vocab, s.perceptual
-    model = AutoModelForCausalLM.from_pretrained(str(weights), dtype=torch.float32)
-    model.to(cfg.run.device)  # type: ignore[arg-type]
-    model.eval()  # type: ignore[no-untyped-call]
     eval_cfg = EvalConfig(
         temperature=sampling.temperature,
         top_k=sampling.top_k,

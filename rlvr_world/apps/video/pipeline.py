@@ -83,6 +83,10 @@ class VideoRun:
         self.log = JsonlLog(self.run_dir / "pipeline_log.jsonl")
         #: The JSON document of ``summary.json``: each phase adds its section.
         self.summary: dict[str, Any] = {"config": config_path, "phases_s": {}}
+        # the resolved config (overrides applied): what an analysis of this run rebuilds from
+        (self.run_dir / "config.json").write_text(
+            cfg.model_dump_json(indent=2, exclude_unset=True) + "\n"
+        )
         #: The seeds of the RLVR / continued-MLE repeats.
         self.seeds = [cfg.run.seed + i for i in range(cfg.run.seeds)]
 
@@ -103,15 +107,9 @@ class VideoRun:
 
     def data(self) -> tuple[list[Episode], list[Episode], list[Episode]]:
         """``(train, validation, test)`` episodes (validation empty unless configured)."""
-        from rlvr_world.video.data import split_episodes
-
-        d = self.cfg.data
         t0 = time.perf_counter()
-        episodes = run_episodes(d, self.run_dir)
-        train, test = split_episodes(episodes, d.held_out, seed=d.seed)
-        val: list[Episode] = []
-        if d.validation:
-            train, val = split_episodes(train, d.validation, seed=d.seed + 1)
+        episodes = run_episodes(self.cfg.data, self.run_dir)
+        train, val, test = split_data(self.cfg, episodes)
         fields = {
             "train_episodes": len(train),
             "validation_episodes": len(val),
@@ -484,6 +482,21 @@ class VideoRun:
         self.log.write("end", wall_s=self.summary["wall_s"])
         self.log.close()
         return self.summary
+
+
+def split_data(
+    cfg: VideoPipelineConfig, episodes: Sequence[Episode]
+) -> tuple[list[Episode], list[Episode], list[Episode]]:
+    """``(train, validation, test)`` by episode, seeded by ``data.seed`` alone (validation empty
+    unless ``data.validation``)."""
+    from rlvr_world.video.data import split_episodes
+
+    d = cfg.data
+    train, test = split_episodes(list(episodes), d.held_out, seed=d.seed)
+    val: list[Episode] = []
+    if d.validation:
+        train, val = split_episodes(train, d.validation, seed=d.seed + 1)
+    return train, val, test
 
 
 def _without_clips(report: Mapping[str, Any]) -> dict[str, Any]:
