@@ -16,6 +16,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+import yaml
 from PIL import Image
 
 from rlvr_world.apps.orchestrator.ledger import read_ledger
@@ -146,6 +147,7 @@ def test_video_run_with_context_anchored_frames(
         head["baselines"]["copy_last_frame_pixels"]
     )
     _check_best_of_k(tmp_path, cfg)
+    _check_sweep(tmp_path)
 
 
 def _check_best_of_k(run_dir: Path, cfg: VideoPipelineConfig) -> None:
@@ -185,3 +187,41 @@ def _check_best_of_k(run_dir: Path, cfg: VideoPipelineConfig) -> None:
     assert "| k | base | RLVR | RLVR - base (95% CI) |" in (out / "report.md").read_text()
     with Image.open(out / "best_of_k.png") as img:
         assert img.size[0] > 0
+
+
+def _check_sweep(run_dir: Path) -> None:
+    """``task: video_sweep`` (the smoke version of configs/experiments/video_metric_rewards.yaml:
+    two arms, 2 GRPO steps) on the finished run: each arm starts from the run's MLE model and
+    tokenizer (nothing retrained), evaluates on the same clips, and the report compares them."""
+    from rlvr_world.apps.cli import main
+
+    out = run_dir / "sweep"
+    shipped = yaml.safe_load(
+        (REPO / "configs" / "experiments" / "video_metric_rewards.yaml").read_text()
+    )
+    smoke = {
+        **shipped,
+        "source": {"run_dir": str(run_dir)},
+        "common": {"rl.steps": 2},
+        "arms": {k: shipped["arms"][k] for k in ("mse", "ssim")},
+        "run": {"run_dir": str(out)},
+    }
+    config = run_dir / "sweep.yaml"
+    config.write_text(yaml.safe_dump(smoke))
+    assert main(["run", str(config)]) == 0
+    summary = json.loads((out / "summary.json").read_text())
+    assert list(summary["arms"]) == ["mse", "ssim"]
+    start = json.loads((run_dir / "eval" / "mle" / "eval.json").read_text())["per_clip"]
+    assert summary["start"]["reward"] == pytest.approx(np.mean(start["reward"]))  # same start
+    for name, arm in summary["arms"].items():
+        arm_summary = json.loads((out / name / "summary.json").read_text())
+        assert arm_summary["mle"] == {"path": str(run_dir / "model" / "mle"), "trained": False}
+        assert arm_summary["tokenizer"]["trained"] is False
+        assert arm_summary["rl"]["by_seed"]["0"]["weights"] == shipped["arms"][name]["rl.weights"]
+        assert len(arm["train_reward"]) == 2
+        for metric in summary["metrics"]:
+            lo, hi = arm["metrics"][metric]["ci95"]
+            assert lo <= arm["metrics"][metric]["minus_start"] <= hi
+        assert (out / name / "data").resolve() == (run_dir / "data").resolve()  # not re-recorded
+    assert "| start (MLE) |" in (out / "report.md").read_text()
+    assert (out / "sweep.png").stat().st_size > 0

@@ -19,9 +19,9 @@ from rlvr_world.apps.video.best_of_k import (
     k_to_match,
     load_best_of_k_config,
     model_paths,
-    source_config,
 )
 from rlvr_world.apps.video.config import VideoPipelineConfig
+from rlvr_world.apps.video.source import source_config
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -138,17 +138,17 @@ def test_overrides_must_name_a_section(tmp_path: Path) -> None:
 def test_a_missing_source_run_is_named(tmp_path: Path) -> None:
     cfg = _cfg(tmp_path / "nowhere")
     with pytest.raises(FileNotFoundError, match="run the video config first"):
-        source_config(cfg)
+        source_config(cfg.source)
 
 
 def test_a_run_without_config_json_needs_source_config(tmp_path: Path) -> None:
     with pytest.raises(FileNotFoundError, match=r"set source\.config"):
-        source_config(_cfg(tmp_path))
+        source_config(_cfg(tmp_path).source)
     cfg = _cfg(
         tmp_path,
         source={"run_dir": str(tmp_path), "config": str(REPO / "configs/video/smoke.yaml")},
     )
-    video = source_config(cfg)
+    video = source_config(cfg.source)
     assert video.run.run_dir == tmp_path  # the YAML's run_dir is replaced by the source folder
     assert video.data.episodes == 6
 
@@ -156,13 +156,13 @@ def test_a_run_without_config_json_needs_source_config(tmp_path: Path) -> None:
 def test_a_saved_config_json_is_used_and_a_second_config_refused(tmp_path: Path) -> None:
     video = VideoPipelineConfig.model_validate({"data": {"episodes": 9}})
     (tmp_path / "config.json").write_text(video.model_dump_json(exclude_unset=True))
-    assert source_config(_cfg(tmp_path)).data.episodes == 9
+    assert source_config(_cfg(tmp_path).source).data.episodes == 9
     cfg = _cfg(
         tmp_path,
         source={"run_dir": str(tmp_path), "config": str(REPO / "configs/video/smoke.yaml")},
     )
     with pytest.raises(ValueError, match=r"leave source\.config"):
-        source_config(cfg)
+        source_config(cfg.source)
 
 
 def test_missing_models_are_named(tmp_path: Path) -> None:

@@ -125,6 +125,8 @@ def run_run(args: argparse.Namespace) -> int:
         return run_web_mpc_task(args.config, overrides)
     if task == "video_best_of_k":
         return run_best_of_k_task(args.config, overrides)
+    if task == "video_sweep":
+        return run_sweep_task(args.config, overrides)
     cfg = load_pipeline_config(args.config, overrides)
     summary = run_pipeline(cfg, str(args.config))
     evals = summary.get("eval", {})
@@ -173,6 +175,22 @@ def run_best_of_k_task(path: Path, overrides: dict[str, Any]) -> int:
     cfg = load_best_of_k_config(path, overrides)
     summary = run_best_of_k(cfg, str(path))
     print(summary["headline"]["text"])
+    print(f"wall {summary['wall_s']:.0f}s; report: {cfg.run.run_dir / 'report.md'}")
+    return 0
+
+
+def run_sweep_task(path: Path, overrides: dict[str, Any]) -> int:
+    """``task: video_sweep``: RLVR arms from a finished video run's MLE model
+    (``rlvr_world.apps.video.sweep``)."""
+    from rlvr_world.apps.video.sweep import load_sweep_config, run_sweep
+
+    cfg = load_sweep_config(path, overrides)
+    summary = run_sweep(cfg, str(path))
+    head = summary["headline"]
+    print(f"start: {head['metric']} {head['start']:.4f} (n={head['n']})")
+    for name, arm in head["arms"].items():
+        lo, hi = arm["ci95_vs_start"]
+        print(f"{name}: {arm['rlvr']:.4f}, RLVR - start [{lo:+.4f}, {hi:+.4f}]")
     print(f"wall {summary['wall_s']:.0f}s; report: {cfg.run.run_dir / 'report.md'}")
     return 0
 

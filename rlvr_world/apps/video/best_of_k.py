@@ -42,7 +42,8 @@ from numpy.typing import NDArray
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from rlvr_world.apps.pipeline.config import apply_overrides, read_config_mapping
-from rlvr_world.apps.video.config import SamplingChoice, VideoPipelineConfig, load_video_config
+from rlvr_world.apps.video.config import SamplingChoice, VideoPipelineConfig
+from rlvr_world.apps.video.source import SourceSection, source_config
 
 logger = logging.getLogger(__name__)
 
@@ -60,21 +61,6 @@ NOT_METRICS = frozenset({"repeated"})
 
 class _Section(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
-
-
-class SourceSection(_Section):
-    """The finished ``task: video`` run whose models are compared."""
-
-    run_dir: Path = Field(description="the run's folder (run.run_dir of its config)")
-    config: Path | None = Field(
-        default=None,
-        description="the run's YAML, for runs without config.json (its run.run_dir is replaced "
-        "by run_dir; other overrides the run was given must be repeated in overrides)",
-    )
-    overrides: dict[str, Any] = Field(
-        default_factory=dict, description="section.field overrides of config (no config.json)"
-    )
-    seed: int = Field(default=0, ge=0, description="whose RLVR checkpoint: seed<seed>/trainer")
 
 
 class ModelsSection(_Section):
@@ -129,34 +115,6 @@ def load_best_of_k_config(path: Path, overrides: dict[str, Any] | None = None) -
     """Read ``path`` (YAML), apply ``section.field`` overrides, validate."""
     data = apply_overrides(read_config_mapping(path), overrides or {})
     return BestOfKConfig.model_validate(data)
-
-
-def source_config(cfg: BestOfKConfig) -> VideoPipelineConfig:
-    """The source run's resolved config: its ``config.json``, else ``source.config`` with
-    ``run.run_dir`` set to the source folder. ``FileNotFoundError`` names what is missing."""
-    src = cfg.source
-    if not src.run_dir.is_dir():
-        raise FileNotFoundError(
-            f"source.run_dir {src.run_dir}: no such folder; run the video config first "
-            "(rlvr-world run configs/video/...) or point source.run_dir at a finished run"
-        )
-    saved = src.run_dir / "config.json"
-    if saved.is_file():
-        if src.config is not None or src.overrides:
-            raise ValueError(
-                f"source.config: {saved} holds the run's resolved config; leave source.config "
-                "and source.overrides unset"
-            )
-        video = VideoPipelineConfig.model_validate_json(saved.read_text())
-    elif src.config is None:
-        raise FileNotFoundError(
-            f"{saved}: missing (a run written before runs saved their config); set "
-            "source.config to the YAML the run used"
-        )
-    else:
-        video = load_video_config(src.config, src.overrides)
-    update = {"run": video.run.model_copy(update={"run_dir": src.run_dir})}
-    return video.model_copy(update=update)
 
 
 def model_paths(cfg: BestOfKConfig) -> dict[str, Path]:
@@ -411,7 +369,7 @@ def headline(
 def run_best_of_k(cfg: BestOfKConfig, config_path: str = "") -> dict[str, Any]:
     """Everything in the module docstring; returns the summary (also ``summary.json``)."""
     t0 = time.perf_counter()
-    video = source_config(cfg)
+    video = source_config(cfg.source)
     paths = model_paths(cfg)
     out_dir = cfg.run.run_dir
     out_dir.mkdir(parents=True, exist_ok=True)

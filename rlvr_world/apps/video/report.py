@@ -222,11 +222,12 @@ def write_curves(run_dir: Path) -> Path | None:
     ax1.set_xlabel("training seconds")
     ax1.set_ylabel("next-frame token cross-entropy")
     ax1.set_title("MLE (continued for RLVR's wall time)")
-    ax1.legend()
     ax2.set_xlabel("GRPO step")
     ax2.set_ylabel("batch mean reward (the training reward)")
     ax2.set_title("RLVR")
-    ax2.legend()
+    for ax in (ax1, ax2):
+        if ax.get_legend_handles_labels()[0]:  # a run with mle.path and no control has none
+            ax.legend()
     fig.tight_layout()
     out = run_dir / "curves.png"
     fig.savefig(out, dpi=100)

@@ -1,0 +1,319 @@
+"""``rlvr-world run CONFIG`` with ``task: video_sweep``: RLVR arms from one finished video run's
+tokenizer and MLE model, each arm a set of config overrides (the paper's section 6.3 analyses:
+``configs/experiments/video_group_size.yaml`` varies the group size G,
+``configs/experiments/video_metric_rewards.yaml`` trains on one metric at a time).
+
+Each arm is a ``task: video`` run (``apps.video.pipeline``) in ``<run_dir>/<arm>/`` of the source
+run's config with ``tokenizer.path`` and ``mle.path`` set to the source run's (no tokenizer or
+MLE training: every arm starts from the same weights), the source run's recorded episodes
+(linked, not re-recorded), the sampling the source run used (no re-tuning: ``eval.candidates``
+empty), no shuffled-actions ablation and, unless ``common`` turns it back on, no continued-MLE
+control; then ``common`` and the arm's own overrides. Every arm is evaluated on the same
+held-out clips with the same sampling seeds, so arms are compared clip by clip.
+
+What it writes to ``run.run_dir``: ``summary.json`` (``arms``: per arm the held-out means of
+every metric, RLVR - start per metric with the paired bootstrap over clips, the train reward per
+step (on the arm's own reward: not comparable across arms whose rewards differ), the RL
+seconds; ``headline``: the reward per arm with its interval against the start), ``report.md``
+(one table: arms x metrics) and ``sweep.png`` (the train reward per step of every arm, and
+RLVR - start per metric with its interval).
+
+It does not train the tokenizer or the MLE model; the source run must be finished.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import re
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any, Literal, Self
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from rlvr_world.apps.pipeline.config import apply_overrides, read_config_mapping
+from rlvr_world.apps.video.config import VideoPipelineConfig
+from rlvr_world.apps.video.source import SourceSection, source_config
+from rlvr_world.runlog import read_jsonl
+
+logger = logging.getLogger(__name__)
+
+#: Arm names become folder names.
+ARM_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
+#: Overrides an arm may not set: they would make it another run than the source's start.
+FIXED = ("tokenizer.path", "mle.path", "run.run_dir", "data.")
+#: Metrics in table order; the perceptual one is appended.
+METRICS = ("reward", "l1", "mse", "psnr", "ssim")
+HIGHER_IS_BETTER = frozenset({"reward", "psnr", "ssim"})
+MIN_ARMS = 2
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class SweepRun(_Section):
+    run_dir: Path = Field(default=Path("runs/video_sweep"), description="everything written")
+    seed: int = Field(default=0, ge=0, description="run.seed of every arm")
+    resamples: int = Field(default=10_000, ge=100, le=1_000_000, description="bootstrap draws")
+
+
+class SweepConfig(_Section):
+    """``task: video_sweep``; every field has bounds, unknown fields are refused."""
+
+    task: Literal["video_sweep"] = "video_sweep"
+    source: SourceSection
+    #: ``section.field`` overrides of every arm (e.g. ``rl.steps``).
+    common: dict[str, Any] = Field(default_factory=dict)
+    #: Arm name -> its ``section.field`` overrides, in table order.
+    arms: dict[str, dict[str, Any]]
+    run: SweepRun = Field(default_factory=SweepRun)
+
+    @model_validator(mode="after")
+    def _arms(self) -> Self:
+        if len(self.arms) < MIN_ARMS:
+            raise ValueError(f"arms: a sweep compares at least {MIN_ARMS} arms")
+        for name, overrides in {"common": self.common, **self.arms}.items():
+            if name != "common" and not ARM_NAME.match(name):
+                raise ValueError(
+                    f"arms: {name!r} is not a folder name (letters, digits, _ . -; 64 at most)"
+                )
+            for key in overrides:
+                if any(key == f or (f.endswith(".") and key.startswith(f)) for f in FIXED):
+                    raise ValueError(
+                        f"{'common' if name == 'common' else f'arms.{name}'}: {key} is fixed by "
+                        "the sweep (every arm starts from the source run's tokenizer, MLE model "
+                        "and data)"
+                    )
+        return self
+
+
+def load_sweep_config(path: Path, overrides: dict[str, Any] | None = None) -> SweepConfig:
+    """Read ``path`` (YAML), apply ``section.field`` overrides, validate."""
+    data = apply_overrides(read_config_mapping(path), overrides or {})
+    return SweepConfig.model_validate(data)
+
+
+def _source_sampling(src: Path, video: VideoPipelineConfig) -> dict[str, Any]:
+    """The sampling the source run evaluated with (its summary's ``sampling.used``), else its
+    config's ``eval.temperature`` / ``top_k``."""
+    summary = src / "summary.json"
+    if summary.is_file():
+        used = json.loads(summary.read_text()).get("sampling", {}).get("used")
+        if used:
+            return {"eval.temperature": used["temperature"], "eval.top_k": used["top_k"]}
+    return {"eval.temperature": video.eval.temperature, "eval.top_k": video.eval.top_k}
+
+
+def arm_config(cfg: SweepConfig, name: str, video: VideoPipelineConfig) -> VideoPipelineConfig:
+    """The ``task: video`` config of arm ``name`` (module docstring); ``FileNotFoundError`` when
+    the source run has no tokenizer or MLE model."""
+    src = cfg.source.run_dir
+    tokenizer = video.tokenizer.path or src / "tokenizer"
+    mle = video.mle.path or src / "model" / "mle"
+    for what, path in (("tokenizer", tokenizer), ("MLE model", mle)):
+        if not (path / "config.json").is_file():
+            raise FileNotFoundError(f"{path}: the source run's {what} is not there")
+    fixed = {
+        "tokenizer.path": str(tokenizer),
+        "mle.path": str(mle),
+        "run.run_dir": str(cfg.run.run_dir / name),
+        "run.seed": cfg.run.seed,
+        "run.seeds": 1,
+        "eval.candidates": [],
+        "eval.shuffled_actions": False,
+        "baseline.enabled": False,
+        **_source_sampling(src, video),
+    }
+    data = video.model_dump(mode="json", exclude_unset=True)
+    data = apply_overrides(apply_overrides(data, fixed), {**cfg.common, **cfg.arms[name]})
+    return VideoPipelineConfig.model_validate(data)
+
+
+def _link_data(src: Path, arm_dir: Path) -> None:
+    """The arm's ``data/`` is the source run's (recorded episodes are not recorded again)."""
+    data = src / "data"
+    if not data.is_dir():
+        return
+    arm_dir.mkdir(parents=True, exist_ok=True)
+    link = arm_dir / "data"
+    if link.is_symlink() or link.exists():
+        if link.resolve() != data.resolve():
+            raise FileExistsError(f"{link}: exists and is not the source run's data folder")
+        return
+    link.symlink_to(data.resolve(), target_is_directory=True)
+
+
+def _per_clip(arm: VideoPipelineConfig, seeds: Sequence[int], name: str) -> dict[str, np.ndarray]:
+    """Per-clip metrics of ``name`` (``mle`` or ``rlvr``), averaged over the arm's seeds."""
+    run_dir = arm.run.run_dir
+    if name == "mle":
+        paths = [run_dir / "eval" / "mle" / "eval.json"]
+    else:
+        paths = [run_dir / f"seed{s}" / "eval" / name / "eval.json" for s in seeds]
+    reports = [json.loads(p.read_text())["per_clip"] for p in paths]
+    return {k: np.mean([r[k] for r in reports], axis=0) for k in reports[0]}
+
+
+def _train_curve(arm: VideoPipelineConfig, seeds: Sequence[int]) -> list[float]:
+    """The trainer's mean train reward per step, averaged over the arm's seeds."""
+    run_dir = arm.run.run_dir
+    curves = []
+    for s in seeds:
+        log = read_jsonl(run_dir / f"seed{s}" / "trainer" / "train_log.jsonl")
+        steps = [e for e in log if e.get("event") == "step"]
+        curves.append([float(e["reward_mean"]) for e in steps])
+    n = min(len(c) for c in curves)
+    return [float(np.mean([c[i] for c in curves])) for i in range(n)]
+
+
+def compare(
+    start: Mapping[str, np.ndarray],
+    arms: Mapping[str, Mapping[str, np.ndarray]],
+    metrics: Sequence[str],
+    *,
+    resamples: int,
+    seed: int,
+) -> dict[str, dict[str, Any]]:
+    """Per arm and metric: the held-out mean and RLVR - start with its paired bootstrap."""
+    from rlvr_world.stats import paired_bootstrap
+
+    out: dict[str, dict[str, Any]] = {}
+    for name, per_clip in arms.items():
+        row: dict[str, Any] = {}
+        for m in metrics:
+            diff = paired_bootstrap(per_clip[m], start[m], resamples=resamples, seed=seed)
+            row[m] = {
+                "rlvr": float(np.mean(per_clip[m])),
+                "minus_start": diff.mean,
+                "ci95": diff.as_list(),
+                "higher_is_better": m in HIGHER_IS_BETTER,
+            }
+        out[name] = row
+    return out
+
+
+def write_report(out_dir: Path, summary: Mapping[str, Any]) -> None:
+    """``report.md``: one row per arm, each metric with RLVR - start and its interval."""
+    metrics, start = summary["metrics"], summary["start"]
+    head = "| arm | " + " | ".join(
+        f"{m} ({'higher' if m in HIGHER_IS_BETTER else 'lower'} is better)" for m in metrics
+    )
+    lines = [
+        "# RLVR arms from one MLE start",
+        "",
+        f"Source run: `{summary['source']}`; {summary['headline']['n']} held-out clips, seeds "
+        f"{summary['headline']['seeds']}. Each cell: the arm's held-out mean, then RLVR - start "
+        "with its 95% CI (paired bootstrap over clips).",
+        "",
+        head + " | final train reward | RL s |",
+        "|---" * (len(metrics) + 3) + "|",
+        "| start (MLE) | " + " | ".join(f"{start[m]:.4f}" for m in metrics) + " | | |",
+    ]
+    for name, arm in summary["arms"].items():
+        cells = []
+        for m in metrics:
+            c = arm["metrics"][m]
+            lo, hi = c["ci95"]
+            zero = ", includes 0" if lo <= 0 <= hi else ""
+            cells.append(f"{c['rlvr']:.4f}; {c['minus_start']:+.4f} [{lo:+.4f}, {hi:+.4f}]{zero}")
+        curve = arm["train_reward"]
+        last = f"{np.mean(curve[-5:]):.4f}" if curve else ""
+        lines.append(f"| {name} | " + " | ".join(cells) + f" | {last} | {arm['rl_s']:.0f} |")
+    lines.append("")
+    (out_dir / "report.md").write_text("\n".join(lines))
+
+
+def write_plot(path: Path, summary: Mapping[str, Any]) -> None:
+    """``sweep.png``: the train reward per step of each arm, then RLVR - start per metric."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    metrics, arms = summary["metrics"], summary["arms"]
+    cols = 1 + len(metrics)
+    fig, axes = plt.subplots(1, cols, figsize=(3.6 * cols, 3.2), squeeze=False)
+    ax = axes[0][0]
+    for name, arm in arms.items():
+        ax.plot(range(1, len(arm["train_reward"]) + 1), arm["train_reward"], label=name)
+    ax.set_xlabel("GRPO step")
+    ax.set_title("train reward")
+    ax.legend(fontsize=7)
+    for ax, m in zip(axes[0][1:], metrics, strict=True):
+        names = list(arms)
+        mids = [arms[n]["metrics"][m]["minus_start"] for n in names]
+        lows = [mid - arms[n]["metrics"][m]["ci95"][0] for n, mid in zip(names, mids, strict=True)]
+        highs = [arms[n]["metrics"][m]["ci95"][1] - mid for n, mid in zip(names, mids, strict=True)]
+        ax.errorbar(range(len(names)), mids, yerr=[lows, highs], fmt="o", capsize=3)
+        ax.axhline(0.0, color="grey", lw=0.8)
+        ax.set_xticks(range(len(names)), names, rotation=30, fontsize=7)
+        ax.set_title(f"{m}: RLVR - start")
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+
+
+def run_sweep(cfg: SweepConfig, config_path: str = "") -> dict[str, Any]:
+    """Everything in the module docstring; returns the summary (also ``summary.json``)."""
+    from rlvr_world.apps.video.pipeline import VideoRun
+
+    t0 = time.perf_counter()
+    video = source_config(cfg.source)
+    out_dir = cfg.run.run_dir
+    out_dir.mkdir(parents=True, exist_ok=True)
+    arms = {name: arm_config(cfg, name, video) for name in cfg.arms}  # every config checked first
+    per_clip: dict[str, dict[str, np.ndarray]] = {}
+    facts: dict[str, dict[str, Any]] = {}
+    start: dict[str, np.ndarray] | None = None
+    perceptual = ""
+    for name, arm in arms.items():
+        logger.info("arm %s: %s", name, {**cfg.common, **cfg.arms[name]})
+        _link_data(cfg.source.run_dir, arm.run.run_dir)
+        summary = asyncio.run(VideoRun(arm, f"{config_path} arm {name}").run_async())
+        seeds = [arm.run.seed + i for i in range(arm.run.seeds)]
+        perceptual = summary["perceptual"]["metric"]
+        if start is None:
+            start = _per_clip(arm, seeds, "mle")
+        per_clip[name] = _per_clip(arm, seeds, "rlvr")
+        facts[name] = {
+            "overrides": {**cfg.common, **cfg.arms[name]},
+            "train_reward": _train_curve(arm, seeds),
+            "rl_s": float(sum(r["seconds"] for r in summary["rl"]["by_seed"].values())),
+            "seeds": seeds,
+        }
+    assert start is not None
+    metrics = [*METRICS, perceptual]
+    rows = compare(start, per_clip, metrics, resamples=cfg.run.resamples, seed=cfg.run.seed)
+    n = len(start["reward"])
+    seeds = sorted({s for f in facts.values() for s in f["seeds"]})
+    out: dict[str, Any] = {
+        "config": config_path,
+        "source": str(cfg.source.run_dir),
+        "metrics": metrics,
+        "start": {m: float(np.mean(start[m])) for m in metrics},
+        "arms": {name: {**facts[name], "metrics": rows[name]} for name in arms},
+        "headline": {
+            "metric": f"reward -(L1 + {perceptual})",
+            "n": n,
+            "seeds": seeds,
+            "start": float(np.mean(start["reward"])),
+            "arms": {
+                name: {
+                    "rlvr": rows[name]["reward"]["rlvr"],
+                    "ci95_vs_start": rows[name]["reward"]["ci95"],
+                }
+                for name in arms
+            },
+            "higher_is_better": True,
+        },
+    }
+    write_report(out_dir, out)
+    write_plot(out_dir / "sweep.png", out)
+    out["wall_s"] = time.perf_counter() - t0
+    (out_dir / "summary.json").write_text(json.dumps(out, indent=2) + "\n")
+    return out
