@@ -24,6 +24,7 @@ from rlvr_world.apps.video.config import VideoPipelineConfig
 from rlvr_world.apps.video.source import source_config
 
 REPO = Path(__file__).resolve().parents[2]
+VIDEO = VideoPipelineConfig()
 
 
 def _cfg(tmp_path: Path, **extra: object) -> BestOfKConfig:
@@ -167,9 +168,13 @@ def test_a_saved_config_json_is_used_and_a_second_config_refused(tmp_path: Path)
 
 def test_missing_models_are_named(tmp_path: Path) -> None:
     with pytest.raises(FileNotFoundError, match="no GRPO run of seed 2"):
-        model_paths(_cfg(tmp_path, source={"run_dir": str(tmp_path), "seed": 2}))
+        model_paths(_cfg(tmp_path, source={"run_dir": str(tmp_path), "seed": 2}), VIDEO)
     rlvr = tmp_path / "rlvr"
     rlvr.mkdir()
     (rlvr / "config.json").write_text(json.dumps({}))
     with pytest.raises(FileNotFoundError, match=r"models\.base .*no saved model"):
-        model_paths(_cfg(tmp_path, models={"rlvr": str(rlvr)}))
+        model_paths(_cfg(tmp_path, models={"rlvr": str(rlvr)}), VIDEO)
+    # a source run that started from a saved MLE model (mle.path): that one is the base
+    video = VideoPipelineConfig.model_validate({"mle": {"path": str(rlvr)}})
+    paths = model_paths(_cfg(tmp_path, models={"rlvr": str(rlvr)}), video)
+    assert paths == {"base": rlvr, "rlvr": rlvr}

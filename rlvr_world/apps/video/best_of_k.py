@@ -117,12 +117,13 @@ def load_best_of_k_config(path: Path, overrides: dict[str, Any] | None = None) -
     return BestOfKConfig.model_validate(data)
 
 
-def model_paths(cfg: BestOfKConfig) -> dict[str, Path]:
-    """``{"base": folder, "rlvr": folder}``; ``FileNotFoundError`` for a missing one."""
+def model_paths(cfg: BestOfKConfig, video: VideoPipelineConfig) -> dict[str, Path]:
+    """``{"base": folder, "rlvr": folder}`` (the base model: ``models.base``, else the source
+    run's ``mle.path``, else its ``model/mle``); ``FileNotFoundError`` for a missing one."""
     from rlvr_world.apps.video.rl import final_checkpoint
 
     run_dir = cfg.source.run_dir
-    base = cfg.models.base or run_dir / "model" / "mle"
+    base = cfg.models.base or video.mle.path or run_dir / "model" / "mle"
     if cfg.models.rlvr is not None:
         rlvr = cfg.models.rlvr
     else:
@@ -370,7 +371,7 @@ def run_best_of_k(cfg: BestOfKConfig, config_path: str = "") -> dict[str, Any]:
     """Everything in the module docstring; returns the summary (also ``summary.json``)."""
     t0 = time.perf_counter()
     video = source_config(cfg.source)
-    paths = model_paths(cfg)
+    paths = model_paths(cfg, video)
     out_dir = cfg.run.run_dir
     out_dir.mkdir(parents=True, exist_ok=True)
     samples, facts = sample_metrics(cfg, video, paths)
