@@ -219,6 +219,7 @@ def _check_sweep(run_dir: Path) -> None:
         assert arm_summary["tokenizer"]["trained"] is False
         assert arm_summary["rl"]["by_seed"]["0"]["weights"] == shipped["arms"][name]["rl.weights"]
         assert len(arm["train_reward"]) == 2
+        assert 0.0 <= arm["repetition_rate"] <= 1.0
         for metric in summary["metrics"]:
             lo, hi = arm["metrics"][metric]["ci95"]
             assert lo <= arm["metrics"][metric]["minus_start"] <= hi

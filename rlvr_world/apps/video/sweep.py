@@ -13,10 +13,10 @@ held-out clips with the same sampling seeds, so arms are compared clip by clip.
 
 What it writes to ``run.run_dir``: ``summary.json`` (``arms``: per arm the held-out means of
 every metric, RLVR - start per metric with the paired bootstrap over clips, the train reward per
-step (on the arm's own reward: not comparable across arms whose rewards differ), the RL
-seconds; ``headline``: the reward per arm with its interval against the start), ``report.md``
-(one table: arms x metrics) and ``sweep.png`` (the train reward per step of every arm, and
-RLVR - start per metric with its interval).
+step (on the arm's own reward: not comparable across arms whose rewards differ), the
+repetition rate of the start and of RLVR, the RL seconds; ``headline``: the reward per arm with
+its interval against the start), ``report.md`` (one table: arms x metrics) and ``sweep.png``
+(the train reward per step of every arm, and RLVR - start per metric with its interval).
 
 It does not train the tokenizer or the MLE model; the source run must be finished.
 """
@@ -210,9 +210,11 @@ def write_report(out_dir: Path, summary: Mapping[str, Any]) -> None:
         f"{summary['headline']['seeds']}. Each cell: the arm's held-out mean, then RLVR - start "
         "with its 95% CI (paired bootstrap over clips).",
         "",
-        head + " | final train reward | RL s |",
-        "|---" * (len(metrics) + 3) + "|",
-        "| start (MLE) | " + " | ".join(f"{start[m]:.4f}" for m in metrics) + " | | |",
+        head + " | repetition rate | final train reward | RL s |",
+        "|---" * (len(metrics) + 4) + "|",
+        "| start (MLE) | "
+        + " | ".join(f"{start[m]:.4f}" for m in metrics)
+        + f" | {summary['start_repetition_rate']:.3f} | | |",
     ]
     for name, arm in summary["arms"].items():
         cells = []
@@ -223,7 +225,10 @@ def write_report(out_dir: Path, summary: Mapping[str, Any]) -> None:
             cells.append(f"{c['rlvr']:.4f}; {c['minus_start']:+.4f} [{lo:+.4f}, {hi:+.4f}]{zero}")
         curve = arm["train_reward"]
         last = f"{np.mean(curve[-5:]):.4f}" if curve else ""
-        lines.append(f"| {name} | " + " | ".join(cells) + f" | {last} | {arm['rl_s']:.0f} |")
+        rep = f"{arm['repetition_rate']:.3f}"
+        lines.append(
+            f"| {name} | " + " | ".join(cells) + f" | {rep} | {last} | {arm['rl_s']:.0f} |"
+        )
     lines.append("")
     (out_dir / "report.md").write_text("\n".join(lines))
 
@@ -284,6 +289,9 @@ def run_sweep(cfg: SweepConfig, config_path: str = "") -> dict[str, Any]:
             "overrides": {**cfg.common, **cfg.arms[name]},
             "train_reward": _train_curve(arm, seeds),
             "rl_s": float(sum(r["seconds"] for r in summary["rl"]["by_seed"].values())),
+            # clips (multi-step: generated frames) that copy the frame before them
+            "repetition_rate": float(summary["eval"]["rlvr"]["repetition_rate"]),
+            "start_repetition_rate": float(summary["eval"]["mle"]["repetition_rate"]),
             "seeds": seeds,
         }
     assert start is not None
@@ -296,6 +304,7 @@ def run_sweep(cfg: SweepConfig, config_path: str = "") -> dict[str, Any]:
         "source": str(cfg.source.run_dir),
         "metrics": metrics,
         "start": {m: float(np.mean(start[m])) for m in metrics},
+        "start_repetition_rate": next(iter(facts.values()))["start_repetition_rate"],
         "arms": {name: {**facts[name], "metrics": rows[name]} for name in arms},
         "headline": {
             "metric": f"reward -(L1 + {perceptual})",
