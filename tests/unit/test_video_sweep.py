@@ -103,6 +103,8 @@ def test_the_shipped_sweeps_load() -> None:
         "perceptual",
         "l1",
     }
+    repetition = load_sweep_config(REPO / "configs" / "experiments" / "video_repetition.yaml")
+    assert repetition.arms == {"plain": {}, "penalty": {"rl.repetition_penalty": 1.0}}
     # an override of one arm from the command line
     again = load_sweep_config(
         REPO / "configs" / "experiments" / "video_group_size.yaml", {"arms.G2": {"rl.steps": 5}}
