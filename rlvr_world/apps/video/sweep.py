@@ -241,15 +241,20 @@ def write_plot(path: Path, summary: Mapping[str, Any]) -> None:
     import matplotlib.pyplot as plt
 
     metrics, arms = summary["metrics"], summary["arms"]
-    cols = 1 + len(metrics)
-    fig, axes = plt.subplots(1, cols, figsize=(3.6 * cols, 3.2), squeeze=False)
-    ax = axes[0][0]
+    panels = 1 + len(metrics)
+    cols = min(4, panels)
+    rows = -(-panels // cols)
+    fig, grid = plt.subplots(rows, cols, figsize=(3.8 * cols, 3.2 * rows), squeeze=False)
+    axes = list(grid.flat)
+    ax = axes[0]
     for name, arm in arms.items():
         ax.plot(range(1, len(arm["train_reward"]) + 1), arm["train_reward"], label=name)
     ax.set_xlabel("GRPO step")
     ax.set_title("train reward")
     ax.legend(fontsize=7)
-    for ax, m in zip(axes[0][1:], metrics, strict=True):
+    for ax in axes[panels:]:
+        ax.axis("off")
+    for ax, m in zip(axes[1:panels], metrics, strict=True):
         names = list(arms)
         mids = [arms[n]["metrics"][m]["minus_start"] for n in names]
         lows = [mid - arms[n]["metrics"][m]["ci95"][0] for n, mid in zip(names, mids, strict=True)]
