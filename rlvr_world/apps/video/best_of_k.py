@@ -212,8 +212,7 @@ def sample_metrics(
     import torch
 
     from rlvr_world.apps.video import evaluation
-    from rlvr_world.apps.video.episodes import run_episodes, spread
-    from rlvr_world.apps.video.pipeline import split_data
+    from rlvr_world.apps.video.episodes import run_episodes, split_data, spread
     from rlvr_world.apps.video.setup import build_setup
     from rlvr_world.video.world_model import read_spec
 
@@ -221,7 +220,7 @@ def sample_metrics(
     tokenizer_dir = video.tokenizer.path or video.run.run_dir / "tokenizer"
     if not (tokenizer_dir / "config.json").is_file():
         raise FileNotFoundError(f"{tokenizer_dir}: the run's frame tokenizer is not there")
-    train, val, test = split_data(video, run_episodes(video.data, video.run.run_dir))
+    train, val, test = split_data(video.data, run_episodes(video.data, video.run.run_dir))
     s = build_setup(video, train, val, test, tokenizer_dir)
     spec = read_spec(paths["base"])
     if (spec.vocab, spec.tokens_per_frame) != (s.vocab, s.tokens_per_frame):

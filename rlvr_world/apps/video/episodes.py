@@ -7,6 +7,7 @@ With ``data.actions: agent_relative`` each PushT action becomes the move it asks
 position minus the agent's position in the frame the action follows (both recorded), so the
 model reads where the agent is told to go relative to where it is, not an arena coordinate it
 would have to match against the pixels; ``action_ranges`` gives the quantiser's bounds either way.
+``split_data`` splits them by episode into train, validation and test (``data.seed`` alone),
 ``clip_pairs`` cuts episodes into ``(frames, actions)`` windows and ``spread`` picks a seeded
 subset. The episode format, the split and the resizing themselves are ``rlvr_world.video.data``.
 """
@@ -101,3 +102,17 @@ def spread(items: Sequence[T], k: int, seed: int) -> list[T]:
     order = list(range(len(items)))
     random.Random(seed).shuffle(order)
     return [items[i] for i in sorted(order[:k])]
+
+
+def split_data(
+    d: VideoData, episodes: Sequence[Episode]
+) -> tuple[list[Episode], list[Episode], list[Episode]]:
+    """``(train, validation, test)`` by episode, seeded by ``data.seed`` alone (validation empty
+    unless ``data.validation``)."""
+    from rlvr_world.video.data import split_episodes
+
+    train, test = split_episodes(list(episodes), d.held_out, seed=d.seed)
+    val: list[Episode] = []
+    if d.validation:
+        train, val = split_episodes(train, d.validation, seed=d.seed + 1)
+    return train, val, test

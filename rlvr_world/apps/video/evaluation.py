@@ -3,8 +3,9 @@
 * ``perceptual_metric``: the perceptual metric of a run (``eval.perceptual``; ``auto`` is LPIPS
   where its ImageNet backbone is on disk, ST-LPIPS otherwise) and ``reward_weights``: the
   ``rl.weights`` with the ``perceptual`` key resolved to it;
-* ``evaluate_saved``: load a saved world model and evaluate it on clips with one sampling
-  (``rlvr_world.video.evaluate`` or ``multistep.evaluate_multistep``), writing ``eval.json``;
+* ``load_model`` / ``evaluate_model``: load a saved world model; evaluate it on clips with one
+  sampling (``rlvr_world.video.evaluate`` or ``multistep.evaluate_multistep``), writing
+  ``eval.json`` when given a folder;
 * ``tune_sampling``: try each ``eval.candidates`` sampling with the MLE model on the validation
   clips (never the test clips) and keep the one with the best reward;
 * ``shuffle_actions``: the clips with their action rows permuted among them (the ablation that
@@ -68,34 +69,6 @@ def shuffle_actions(clips: Sequence[ClipArrays], seed: int) -> list[ClipArrays]:
     return [(frames, clips[int(j)][1]) for (frames, _), j in zip(clips, order, strict=True)]
 
 
-def evaluate_saved(
-    weights: Path,
-    s: VideoSetup,
-    clips: tuple[Sequence[ClipArrays], Sequence[TokenSequence]],
-    cfg: VideoPipelineConfig,
-    *,
-    sampling: SamplingChoice,
-    seed: int,
-    baselines: bool,
-    out_dir: Path,
-) -> dict[str, Any]:
-    """The held-out report (``evaluate.evaluate`` keys, ``per_clip`` included) of the model in
-    ``weights`` on ``clips`` (clips and their token sequences), with the setup's tokenizer,
-    vocabulary, quantizer and perceptual scorer, on ``run.device``; multi-step (over
-    ``model.segment_frames``) when ``model.layout`` is ``multi_step``."""
-    model = load_model(weights, cfg.run.device)
-    return evaluate_model(
-        model,
-        s,
-        clips,
-        cfg,
-        sampling=sampling,
-        seed=seed,
-        baselines=baselines,
-        out_dir=out_dir,
-    )
-
-
 def load_model(weights: Path, device: str) -> PreTrainedModel:
     """The saved world model in ``weights`` (a model folder or a trainer checkpoint), float32,
     on ``device``, in eval mode."""
@@ -119,7 +92,10 @@ def evaluate_model(
     baselines: bool,
     out_dir: Path | None,
 ) -> dict[str, Any]:
-    """``evaluate_saved`` of a loaded ``model`` (``out_dir`` None writes nothing)."""
+    """The held-out report (``evaluate.evaluate`` keys, ``per_clip`` included) of ``model`` on
+    ``clips`` (clips and their token sequences), with the setup's tokenizer, vocabulary,
+    quantizer and perceptual scorer; multi-step (over ``model.segment_frames``) when
+    ``model.layout`` is ``multi_step``. ``out_dir`` None writes nothing."""
     from rlvr_world.video.evaluate import EvalConfig, evaluate
     from rlvr_world.video.layout import MultiStepVocab, SingleStepVocab
     from rlvr_world.video.multistep import evaluate_multistep

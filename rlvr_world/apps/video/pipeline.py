@@ -61,7 +61,7 @@ from rlvr_world.apps.video import evaluation
 from rlvr_world.apps.video import rl as rl_phase
 from rlvr_world.apps.video import setup as setup_phase
 from rlvr_world.apps.video.config import SamplingChoice, VideoPipelineConfig
-from rlvr_world.apps.video.episodes import run_episodes, spread
+from rlvr_world.apps.video.episodes import run_episodes, split_data, spread
 from rlvr_world.apps.video.report import write_run_report
 from rlvr_world.apps.video.setup import VideoSetup, encode
 from rlvr_world.runlog import JsonlLog
@@ -109,7 +109,7 @@ class VideoRun:
         """``(train, validation, test)`` episodes (validation empty unless configured)."""
         t0 = time.perf_counter()
         episodes = run_episodes(self.cfg.data, self.run_dir)
-        train, val, test = split_data(self.cfg, episodes)
+        train, val, test = split_data(self.cfg.data, episodes)
         fields = {
             "train_episodes": len(train),
             "validation_episodes": len(val),
@@ -371,8 +371,8 @@ class VideoRun:
 
         torch.set_num_threads(self.cfg.mle.torch_threads)
         t0 = time.perf_counter()
-        report = evaluation.evaluate_saved(
-            weights,
+        report = evaluation.evaluate_model(
+            evaluation.load_model(weights, self.cfg.run.device),
             s,
             clips if clips is not None else (s.test_clips, s.test_sequences),
             self.cfg,
@@ -482,21 +482,6 @@ class VideoRun:
         self.log.write("end", wall_s=self.summary["wall_s"])
         self.log.close()
         return self.summary
-
-
-def split_data(
-    cfg: VideoPipelineConfig, episodes: Sequence[Episode]
-) -> tuple[list[Episode], list[Episode], list[Episode]]:
-    """``(train, validation, test)`` by episode, seeded by ``data.seed`` alone (validation empty
-    unless ``data.validation``)."""
-    from rlvr_world.video.data import split_episodes
-
-    d = cfg.data
-    train, test = split_episodes(list(episodes), d.held_out, seed=d.seed)
-    val: list[Episode] = []
-    if d.validation:
-        train, val = split_episodes(train, d.validation, seed=d.seed + 1)
-    return train, val, test
 
 
 def _without_clips(report: Mapping[str, Any]) -> dict[str, Any]:
