@@ -20,6 +20,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import random
 import re
 import signal
 import socket
@@ -42,12 +43,55 @@ POLL_S = 0.1
 LOG_TAIL_CHARS = 4000
 
 
+#: Lowest port ``pick_free_port`` draws (below it: well-known and registered service ports).
+PICK_LOW = 20000
+#: Fewest ports below the ephemeral range for ``pick_free_port`` to draw from there.
+PICK_MIN_SPAN = 1000
+_EPHEMERAL_DEFAULT = (32768, 60999)
+_handed_out: set[int] = set()
+
+
+def ephemeral_range(path: str = "/proc/sys/net/ipv4/ip_local_port_range") -> tuple[int, int]:
+    """The kernel's ephemeral port range (outgoing connections and ``bind(("", 0))`` take from
+    it); Linux's default where the file cannot be read."""
+    try:
+        low, high = (int(x) for x in Path(path).read_text().split()[:2])
+    except (OSError, ValueError):
+        return _EPHEMERAL_DEFAULT
+    return low, high
+
+
 def pick_free_port(host: str = "127.0.0.1") -> int:
-    """A TCP port free on ``host`` now (the OS picks it; a race with other binders is possible)."""
+    """A TCP port free on ``host`` now, for a process started next to bind.
+
+    Drawn at random from ``[PICK_LOW, ephemeral low)``, below the kernel's ephemeral range, so
+    that no outgoing connection and no ``bind(0)`` of another process can take it between this
+    pick and the bind; never the same port twice in one process (two services of one stack
+    cannot be handed one port). Each candidate is checked by binding it. Where the ephemeral range
+    leaves fewer than 1,000 ports below it, the OS picks (``bind(0)``), as before. Another process
+    drawing the same port at the same moment is still possible, rare (1 in ~12,000 per pair)."""
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    with socket.socket(family, socket.SOCK_STREAM) as sock:
-        sock.bind((host, 0))
-        return int(sock.getsockname()[1])
+    low = ephemeral_range()[0]
+    rng = random.SystemRandom()
+    for _ in range(200 if low - PICK_LOW >= PICK_MIN_SPAN else 0):
+        port = rng.randrange(PICK_LOW, low)
+        if port in _handed_out:
+            continue
+        with socket.socket(family, socket.SOCK_STREAM) as sock:
+            try:
+                sock.bind((host, port))
+            except OSError:
+                continue
+        _handed_out.add(port)
+        return port
+    for _ in range(50):
+        with socket.socket(family, socket.SOCK_STREAM) as sock:
+            sock.bind((host, 0))
+            port = int(sock.getsockname()[1])
+        if port not in _handed_out:
+            _handed_out.add(port)
+            return port
+    raise OSError(f"no free TCP port found on {host}")
 
 
 class ReadyCheck(Protocol):

@@ -118,12 +118,33 @@ def test_stop_escalates_to_sigkill_and_kill_is_immediate(tmp_path: Path) -> None
     assert not restarted.alive()  # stop_all on exit
 
 
-def test_pick_free_port_is_bindable() -> None:
+def test_pick_free_port_is_bindable_unique_and_outside_the_ephemeral_range() -> None:
+    """Ports come from below the kernel's ephemeral range (where no outgoing connection or
+    ``bind(0)`` elsewhere can take them before the service binds), are never handed out twice in
+    one process (a CI run once gave two services of one stack the same port: "Address already in
+    use"), and are free when returned."""
     import socket
 
-    port = pick_free_port()
+    from rlvr_world.apps.supervisor import PICK_LOW, PICK_MIN_SPAN, ephemeral_range
+
+    low = ephemeral_range()[0]
+    ports = [pick_free_port() for _ in range(300)]
+    assert len(set(ports)) == len(ports)
+    if low - PICK_LOW >= PICK_MIN_SPAN:
+        assert all(PICK_LOW <= p < low for p in ports)
     with socket.socket() as sock:
-        sock.bind(("127.0.0.1", port))
+        sock.bind(("127.0.0.1", ports[-1]))
+
+
+def test_ephemeral_range_reads_the_kernel_file_or_falls_back(tmp_path: Path) -> None:
+    from rlvr_world.apps.supervisor import ephemeral_range
+
+    f = tmp_path / "range"
+    f.write_text("40000\t50000\n")
+    assert ephemeral_range(str(f)) == (40000, 50000)
+    f.write_text("garbage")
+    assert ephemeral_range(str(f)) == (32768, 60999)
+    assert ephemeral_range(str(tmp_path / "missing")) == (32768, 60999)
 
 
 def test_launch_returns_at_once_and_probe_tracks_readiness(tmp_path: Path) -> None:
