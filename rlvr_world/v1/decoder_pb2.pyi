@@ -62,15 +62,21 @@ class DecoderInfoRequest(_message.Message):
     def __init__(self) -> None: ...
 
 class DecoderInfoResponse(_message.Message):
-    __slots__ = ("tokenizer", "vocab_size", "visual_codebook_size", "tokens_per_frame", "frame_shape")
+    __slots__ = ("tokenizer", "vocab_size", "visual_codebook_size", "tokens_per_frame", "frame_shape", "video_tokenizer_kind", "context_tokens", "context_codebook_size")
     TOKENIZER_FIELD_NUMBER: _ClassVar[int]
     VOCAB_SIZE_FIELD_NUMBER: _ClassVar[int]
     VISUAL_CODEBOOK_SIZE_FIELD_NUMBER: _ClassVar[int]
     TOKENS_PER_FRAME_FIELD_NUMBER: _ClassVar[int]
     FRAME_SHAPE_FIELD_NUMBER: _ClassVar[int]
+    VIDEO_TOKENIZER_KIND_FIELD_NUMBER: _ClassVar[int]
+    CONTEXT_TOKENS_FIELD_NUMBER: _ClassVar[int]
+    CONTEXT_CODEBOOK_SIZE_FIELD_NUMBER: _ClassVar[int]
     tokenizer: str
     vocab_size: int
     visual_codebook_size: int
     tokens_per_frame: int
     frame_shape: _containers.RepeatedScalarFieldContainer[int]
-    def __init__(self, tokenizer: _Optional[str] = ..., vocab_size: _Optional[int] = ..., visual_codebook_size: _Optional[int] = ..., tokens_per_frame: _Optional[int] = ..., frame_shape: _Optional[_Iterable[int]] = ...) -> None: ...
+    video_tokenizer_kind: str
+    context_tokens: int
+    context_codebook_size: int
+    def __init__(self, tokenizer: _Optional[str] = ..., vocab_size: _Optional[int] = ..., visual_codebook_size: _Optional[int] = ..., tokens_per_frame: _Optional[int] = ..., frame_shape: _Optional[_Iterable[int]] = ..., video_tokenizer_kind: _Optional[str] = ..., context_tokens: _Optional[int] = ..., context_codebook_size: _Optional[int] = ...) -> None: ...

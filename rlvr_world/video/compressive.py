@@ -41,6 +41,7 @@ from rlvr_world.video.tokenizer import (
     ResBlock,
     check_images,
     check_stages,
+    check_token_array,
     check_token_tensor,
     load_weights,
     module_device,
@@ -311,6 +312,52 @@ class CompressiveTokenizer(nn.Module):
                 clip = self.decode(c.to(device), d.to(device))
                 out.append(clip.permute(0, 1, 3, 4, 2).cpu().numpy())
         return np.concatenate(out).astype(np.float32, copy=False)
+
+    def decode_future(
+        self,
+        context_tokens: NDArray[np.integer[Any]],
+        dynamics_tokens: NDArray[np.integer[Any]],
+        batch_size: int = DEFAULT_BATCH_SIZE,
+    ) -> NDArray[np.float32]:
+        """Future frames float32 ``(N, S, H, W, 3)`` in [0, 1] of numpy context tokens
+        ``(N, Pc)`` and dynamics tokens ``(N, S, Pd)`` (the context frame is not decoded)."""
+        ctx = check_token_array(
+            context_tokens,
+            self.context_tokens_per_frame,
+            self.context_codebook_size,
+            "context_tokens",
+        )
+        pd = self.dynamics_tokens_per_frame
+        if (
+            not isinstance(dynamics_tokens, np.ndarray)
+            or dynamics_tokens.ndim != DYNAMICS_TOKENS_NDIM
+            or dynamics_tokens.shape[0] != ctx.shape[0]
+            or dynamics_tokens.shape[2] != pd
+        ):
+            got = getattr(dynamics_tokens, "shape", type(dynamics_tokens).__name__)
+            raise ValueError(
+                f"dynamics_tokens: expected (N, S, {pd}) with the context's N = {ctx.shape[0]}, "
+                f"got {got}"
+            )
+        n, s = dynamics_tokens.shape[:2]
+        dyn = check_token_array(
+            dynamics_tokens.reshape(n * s, pd), pd, self.dynamics_codebook_size, "dynamics_tokens"
+        ).reshape(n, s, pd)
+        device = module_device(self)
+        out = np.empty((n, s, *self.frame_shape), dtype=np.float32)
+        step = max(1, batch_size // max(1, s))
+        with torch.inference_mode():
+            for start in range(0, n, step):
+                c = torch.from_numpy(ctx[start : start + step]).to(device)
+                d = torch.from_numpy(dyn[start : start + step]).to(device)
+                frames = self.decode_dynamics(d, c)
+                out[start : start + step] = frames.permute(0, 1, 3, 4, 2).cpu().numpy()
+        return out
+
+    @property
+    def frame_shape(self) -> tuple[int, int, int]:
+        h, w = self.config.hw
+        return h, w, RGB_CHANNELS
 
     def _check_context_tokens(self, tokens: torch.Tensor) -> None:
         check_token_tensor(

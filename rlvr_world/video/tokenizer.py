@@ -439,6 +439,22 @@ def save_checkpoint(module: nn.Module, kind: str, config: BaseModel, directory: 
     return path
 
 
+def checkpoint_kind(directory: str | Path) -> str:
+    """The ``kind`` a tokenizer checkpoint folder holds (``frame_tokenizer`` or
+    ``compressive_tokenizer``), read from its ``config.json``."""
+    path = Path(directory) / CONFIG_FILE
+    if not path.is_file():
+        raise FileNotFoundError(f"tokenizer checkpoint: {path} is missing")
+    try:
+        meta = json.loads(path.read_text())
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"tokenizer checkpoint: {path} is not valid JSON: {exc}") from exc
+    kind = meta.get("kind") if isinstance(meta, dict) else None
+    if not isinstance(kind, str):
+        raise ValueError(f"tokenizer checkpoint: {path} names no kind")
+    return kind
+
+
 def read_config(directory: str | Path, kind: str) -> dict[str, Any]:
     """The ``config`` object of ``directory/config.json``, checked to be of ``kind``."""
     path = Path(directory) / CONFIG_FILE

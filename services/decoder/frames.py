@@ -1,12 +1,21 @@
 """Visual tokens to frames with a frozen video tokenizer; the checks the decoder server applies.
 
-``FrameDecoder(path)`` loads a ``rlvr_world.video.tokenizer.FrameTokenizer`` checkpoint directory
-(frozen, eval mode, one torch thread unless told otherwise) and decodes requests of ``num_frames``
-frames, each ``tokens_per_frame`` ids in ``[0, codebook_size)``, in micro-batches of ``batch``
-frames. Refused with the field named (``InvalidDecodeRequest``): a count that is not
-``num_frames * tokens_per_frame``, ``num_frames`` below 1 or over ``max_frames``, an id outside the
-codebook (the first one, with its index), and ``context_token_ids`` for a per-frame tokenizer
-(only the compressive tokenizer takes context tokens). Output: ``(T, H, W, 3)`` float32 in [0, 1].
+``FrameDecoder(path)`` loads the tokenizer checkpoint directory (frozen, eval mode) of either kind
+its ``config.json`` names:
+
+- a per-frame ``FrameTokenizer``: a request holds ``num_frames`` frames of ``tokens_per_frame`` ids
+  in ``[0, codebook_size)`` and no context;
+- a ``CompressiveTokenizer``: a request holds ``num_frames`` future frames of
+  ``tokens_per_frame`` *dynamics* ids and, in ``context_token_ids``, the ``context_tokens`` ids of
+  the one context frame they are all conditioned on (ids in ``[0, context_codebook_size)``); the
+  context frame itself is not returned. In the multi-step layout every sample of a group shares
+  its prompt's context, so a group decodes in one request.
+
+Frames are decoded in micro-batches of ``batch`` frames. Refused with the field named
+(``InvalidDecodeRequest``): a count that is not ``num_frames * tokens_per_frame``, ``num_frames``
+below 1 or over ``max_frames``, an id outside its codebook (the first one, with its index), context
+ids for a per-frame tokenizer, and missing or miscounted context ids for a compressive one.
+Output: ``(T, H, W, 3)`` float32 in [0, 1].
 """
 
 from __future__ import annotations
@@ -15,44 +24,90 @@ import logging
 import threading
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from services.decoder.text import InvalidDecodeRequest
 
+if TYPE_CHECKING:
+    from rlvr_world.video.compressive import CompressiveTokenizer
+    from rlvr_world.video.tokenizer import FrameTokenizer
+
 log = logging.getLogger(__name__)
 
 
+def _check_ids(ids: np.ndarray, size: int, field: str, what: str) -> None:
+    bad = np.flatnonzero((ids < 0) | (ids >= size))
+    if bad.size:
+        first = int(bad[0])
+        raise InvalidDecodeRequest(
+            f"{field}[{first}] = {int(ids[first])} is outside the {what} [0, {size})"
+        )
+
+
 class FrameDecoder:
-    """A frozen frame tokenizer that decodes validated visual-token requests."""
+    """A frozen video tokenizer (per-frame or compressive) that decodes validated requests."""
 
     def __init__(self, path: str, batch: int = 64, max_frames: int = 4096) -> None:
-        from rlvr_world.video.tokenizer import FrameTokenizer
+        from rlvr_world.video.compressive import CompressiveTokenizer
+        from rlvr_world.video.tokenizer import FrameTokenizer, checkpoint_kind
 
         folder = Path(path)
         if not folder.is_dir():
             raise FileNotFoundError(f"video tokenizer directory {path!r} does not exist")
         self.name = path
-        self.tokenizer = FrameTokenizer.load(folder)
-        self.tokenizer.eval()
+        self.kind = checkpoint_kind(folder)
+        self.tokenizer: FrameTokenizer | CompressiveTokenizer
+        if self.kind == CompressiveTokenizer.KIND:
+            ctx = CompressiveTokenizer.load(folder)
+            self.tokenizer = ctx
+            self.codebook_size = int(ctx.dynamics_codebook_size)
+            self.tokens_per_frame = int(ctx.dynamics_tokens_per_frame)
+            self.context_codebook_size = int(ctx.context_codebook_size)
+            self.context_tokens = int(ctx.context_tokens_per_frame)
+        else:  # FrameTokenizer.load refuses any other kind, naming it
+            per_frame = FrameTokenizer.load(folder)
+            self.tokenizer = per_frame
+            self.codebook_size = int(per_frame.codebook_size)
+            self.tokens_per_frame = int(per_frame.tokens_per_frame)
+            self.context_codebook_size = 0
+            self.context_tokens = 0
         self.tokenizer.requires_grad_(False)
         self.batch = batch
         self.max_frames = max_frames
-        self.codebook_size = int(self.tokenizer.codebook_size)
-        self.tokens_per_frame = int(self.tokenizer.tokens_per_frame)
         self.frame_shape = tuple(int(d) for d in self.tokenizer.frame_shape)
         # One decode at a time: torch modules are not re-entrant across executor threads.
         self._lock = threading.Lock()
+
+    @property
+    def compressive(self) -> bool:
+        return self.context_tokens > 0
+
+    def check_context(self, context_token_ids: Sequence[int]) -> np.ndarray | None:
+        """The context ids as an int64 array (compressive), ``None`` (per-frame), or a refusal."""
+        n = len(context_token_ids)
+        if not self.compressive:
+            if n:
+                raise InvalidDecodeRequest(
+                    f"context_token_ids: {n} given, but the loaded tokenizer is per-frame and "
+                    "takes none (only the compressive tokenizer uses context tokens)"
+                )
+            return None
+        if n != self.context_tokens:
+            raise InvalidDecodeRequest(
+                f"context_token_ids: {n} given; the compressive tokenizer conditions every frame "
+                f"of a request on one context frame of {self.context_tokens} tokens"
+            )
+        ctx = np.asarray(context_token_ids, dtype=np.int64)
+        _check_ids(ctx, self.context_codebook_size, "context_token_ids", "context codebook")
+        return ctx
 
     def check(
         self, token_ids: Sequence[int], num_frames: int, context_token_ids: Sequence[int] = ()
     ) -> np.ndarray:
         """The ids as an ``(num_frames, tokens_per_frame)`` int64 array, or a named refusal."""
-        if len(context_token_ids) > 0:
-            raise InvalidDecodeRequest(
-                f"context_token_ids: {len(context_token_ids)} given, but the loaded tokenizer is "
-                "per-frame and takes none (only the compressive tokenizer uses context tokens)"
-            )
+        self.check_context(context_token_ids)
         if not 1 <= num_frames <= self.max_frames:
             raise InvalidDecodeRequest(
                 f"num_frames = {num_frames}: must be between 1 and {self.max_frames}"
@@ -64,20 +119,22 @@ class FrameDecoder:
                 f"{num_frames} x {self.tokens_per_frame} tokens per frame = {expected}"
             )
         ids = np.asarray(token_ids, dtype=np.int64)
-        bad = np.flatnonzero((ids < 0) | (ids >= self.codebook_size))
-        if bad.size:
-            first = int(bad[0])
-            raise InvalidDecodeRequest(
-                f"token_ids[{first}] = {int(ids[first])} is outside the visual codebook "
-                f"[0, {self.codebook_size})"
-            )
+        _check_ids(ids, self.codebook_size, "token_ids", "visual codebook")
         return ids.reshape(num_frames, self.tokens_per_frame)
 
     def decode(
         self, token_ids: Sequence[int], num_frames: int, context_token_ids: Sequence[int] = ()
     ) -> np.ndarray:
         """Frames ``(num_frames, H, W, 3)`` float32 in [0, 1]."""
+        from rlvr_world.video.compressive import CompressiveTokenizer
+
         ids = self.check(token_ids, num_frames, context_token_ids)
+        ctx = self.check_context(context_token_ids)
+        model = self.tokenizer
         with self._lock:
-            frames = self.tokenizer.decode_tokens(ids, batch_size=self.batch)
+            if isinstance(model, CompressiveTokenizer):
+                assert ctx is not None  # check_context requires it for this kind
+                frames = model.decode_future(ctx[None], ids[None], self.batch)[0]
+            else:
+                frames = model.decode_tokens(ids, batch_size=self.batch)
         return np.ascontiguousarray(frames, dtype=np.float32)

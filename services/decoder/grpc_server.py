@@ -6,10 +6,10 @@ returns its ``GrpcEndpoint``. Status codes: UNAUTHENTICATED without the bearer t
 set), INVALID_ARGUMENT for malformed request bytes, INVALID_ARGUMENT
 for ids outside the vocabulary (naming the first, ``requests[i].token_ids[j]`` in a batch), an
 unknown ``special_tokens`` mode or a batch over ``max_batch``; for ``DecodeFrames`` INVALID_ARGUMENT
-for a wrong token count, ids outside the visual codebook or context ids a per-frame tokenizer does
-not take (``services.decoder.frames``), and FAILED_PRECONDITION when the service runs without a
-video tokenizer (``video_tokenizer`` unset). A batch is all-or-nothing: one bad request refuses
-the batch.
+for a wrong token count, ids outside the visual codebook, context ids a per-frame tokenizer does
+not take or a compressive one's missing or miscounted context (``services.decoder.frames``), and
+FAILED_PRECONDITION when the service runs without a video tokenizer (``video_tokenizer`` unset).
+A batch is all-or-nothing: one bad request refuses the batch.
 """
 
 from __future__ import annotations
@@ -111,6 +111,9 @@ class DecoderServicer(decoder_pb2_grpc.DecoderServiceServicer):
             info.visual_codebook_size = self.frames.codebook_size
             info.tokens_per_frame = self.frames.tokens_per_frame
             info.frame_shape.extend(self.frames.frame_shape)
+            info.video_tokenizer_kind = self.frames.kind
+            info.context_tokens = self.frames.context_tokens
+            info.context_codebook_size = self.frames.context_codebook_size
         return info
 
 

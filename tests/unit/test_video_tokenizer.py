@@ -483,3 +483,28 @@ def test_compressive_trains_a_few_steps(tmp_path: Path) -> None:
     assert np.mean(losses[-4:]) < 0.7 * np.mean(losses[:4])
     assert metrics["eval_psnr"] > 0
     assert CompressiveTokenizer.load(tmp_path).dynamics_tokens_per_frame == 4
+
+
+@torch.no_grad()
+def test_compressive_decode_future_matches_decode_clips_and_refuses_bad_shapes() -> None:
+    """``decode_future`` (what the decoder service and the multi-step run use) is the clip decoding
+    without its context frame; a dynamics array of the wrong rank, batch or width and an id
+    outside either codebook are refused, naming the array."""
+    torch.manual_seed(0)
+    model = CompressiveTokenizer(TINY_CTX).eval()
+    rng = np.random.default_rng(0)
+    ctx = rng.integers(0, model.context_codebook_size, size=(3, model.context_tokens_per_frame))
+    dyn = rng.integers(
+        0, model.dynamics_codebook_size, size=(3, 2, model.dynamics_tokens_per_frame)
+    )
+    future = model.decode_future(ctx, dyn, batch_size=2)
+    assert future.shape == (3, 2, 16, 16, 3) and future.dtype == np.float32
+    np.testing.assert_allclose(future, model.decode_clips(ctx, dyn)[:, 1:], atol=1e-5)
+    with pytest.raises(ValueError, match="dynamics_tokens: expected"):
+        model.decode_future(ctx, dyn[0])
+    with pytest.raises(ValueError, match="context's N = 3"):
+        model.decode_future(ctx, dyn[:2])
+    with pytest.raises(ValueError, match="dynamics_tokens: ids must be in"):
+        model.decode_future(ctx, dyn + model.dynamics_codebook_size)
+    with pytest.raises(ValueError, match="context_tokens: ids must be in"):
+        model.decode_future(ctx - 1 - ctx.max(), dyn)
