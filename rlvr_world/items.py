@@ -129,7 +129,7 @@ def _array_of(value: Any, name: str) -> np.ndarray:
     return np.frombuffer(raw, dtype=np.uint8).reshape(shape)
 
 
-def video_item(
+def video_item(  # noqa: PLR0913 (the item's keyword-only parts: multi-step, anchor, context)
     prompt_id: str,
     prompt_token_ids: Sequence[int],
     target_frame: np.ndarray,
@@ -139,6 +139,7 @@ def video_item(
     inserts: Sequence[Sequence[int]] = (),
     segment_tokens: int = 0,
     anchor: tuple[Sequence[int], tuple[int, int]] | None = None,
+    context_tokens: Sequence[int] = (),
 ) -> PromptItem:
     """A video item: predict the next frame after the laid-out context ``prompt_token_ids``.
 
@@ -151,6 +152,10 @@ def video_item(
     ``inserts[t]`` (the ground-truth actions), so ``len(inserts) == T``. They are stored as
     ``extra_info.target_frames`` (a list of frames), ``inserts`` and ``segment_tokens``; a
     single-step item has none of these keys (its JSON is what it always was).
+
+    ``context_tokens`` (multi-step, compressive tokenizer): the context frame's tokens, which the
+    decoder conditions the generated frames on; stored as ``extra_info.context_tokens`` only
+    when given (``video_context``).
 
     ``anchor`` (single-step only): ``(context_tokens, (rows, cols))``, the last context frame's
     tokens and the token grid, stored as ``extra_info.anchor_tokens`` / ``anchor_grid`` for
@@ -186,6 +191,10 @@ def video_item(
         ]
         extra["inserts"] = runs
         extra["segment_tokens"] = int(segment_tokens)
+        if len(context_tokens):
+            extra["context_tokens"] = [int(t) for t in context_tokens]
+    elif len(context_tokens):
+        raise ValueError("context_tokens: the decoder's context is multi-step only (give inserts)")
     else:
         extra["target_frame"] = _array_field(target_frame, "target_frame")
     extra["previous_frame"] = _array_field(previous_frame, "previous_frame")
@@ -264,6 +273,21 @@ def video_inserts(item: PromptItem) -> tuple[list[list[int]], int]:
             f"extra_info.inserts: {len(runs)} runs do not match extra_info.target_frames"
         )
     return [list(run) for run in runs], size
+
+
+def video_context(item: PromptItem) -> list[int]:
+    """The context tokens a multi-step item's frames are decoded against (compressive
+    tokenizer); empty when it has none. ``ValueError`` when the field is not a list of ints."""
+    ctx = item.extra_info.get("context_tokens")
+    if ctx is None:
+        return []
+    if (
+        not isinstance(ctx, list)
+        or not ctx
+        or not all(isinstance(t, int) and not isinstance(t, bool) for t in ctx)
+    ):
+        raise ValueError("extra_info.context_tokens: expected a non-empty list of ints")
+    return list(ctx)
 
 
 def save_items(items: Iterable[PromptItem], path: Path) -> int:

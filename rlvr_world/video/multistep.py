@@ -1,4 +1,4 @@
-"""The multi-step layout of the video world model with the per-frame tokenizer.
+"""The multi-step layout of the video world model, with either video tokenizer.
 
 The layout is the reference's (docs/reference.md#sequence-layouts).
 
@@ -6,9 +6,11 @@ A clip of ``S + 2`` frames and ``S + 1`` actions (``data.clips(length=S + 2)``) 
 
     ctx  [d1 a1] [d2 a2] ... [dS aS]
 
-* ``ctx`` is the clip's first frame, tokenized by the same per-frame tokenizer as the dynamics
-  frames and offset into the context range of ``MultiStepVocab`` (``dynamics_codes`` =
-  ``context_codes`` = the tokenizer's codebook size);
+* ``ctx`` is the clip's first frame, offset into the context range of ``MultiStepVocab``:
+  with the per-frame tokenizer, tokenized as the dynamics frames are (``dynamics_codes`` =
+  ``context_codes`` = its codebook size); with the compressive tokenizer, into its many context
+  tokens, the dynamics frames into few tokens given them (``rlvr_world.video.codec``; decoding
+  a frame then needs the clip's context tokens: ``context_tokens``);
 * ``d1..dS`` are frames ``1..S``, ``a_s`` the action taken at frame ``s`` (the one leading to
   frame ``s + 1``; iVideoGPT's ``actions[:, 1:]``). The clip's last frame is only there so that
   ``aS`` exists: the layout ends every block with its action.
@@ -41,6 +43,13 @@ from numpy.typing import NDArray
 from rlvr_world.items import PromptItem, video_item
 from rlvr_world.rewards.video import repeated_frames
 from rlvr_world.shapes import MATRIX_NDIM
+from rlvr_world.video.codec import (
+    VideoTokenizer,
+    codebook_sizes,
+    decode_future,
+    dynamics_tokens_per_frame,
+    encode_clip_tokens,
+)
 from rlvr_world.video.data import ClipArrays, ClipLike, Episode
 from rlvr_world.video.evaluate import (
     EvalConfig,
@@ -51,7 +60,7 @@ from rlvr_world.video.evaluate import (
     to_uint8,
 )
 from rlvr_world.video.layout import MIN_FRAMES, MultiStepVocab, TokenSequence, multi_step
-from rlvr_world.video.train_mle import clip_arrays, unique_encode
+from rlvr_world.video.train_mle import clip_arrays
 from rlvr_world.video.world_model import visual_ids
 
 if TYPE_CHECKING:
@@ -59,7 +68,6 @@ if TYPE_CHECKING:
 
     from rlvr_world.rewards.video import PerceptualScorer
     from rlvr_world.video.actions import ActionQuantizer
-    from rlvr_world.video.tokenizer import FrameTokenizer
 
 log = logging.getLogger(__name__)
 
@@ -98,16 +106,16 @@ def context_clip_pairs(
     return out
 
 
-def multistep_vocab(codebook_size: int, action_bins: int) -> MultiStepVocab:
-    """Dynamics and context ranges both of the per-frame tokenizer's codebook size."""
-    return MultiStepVocab(
-        dynamics_codes=codebook_size, context_codes=codebook_size, action_bins=action_bins
-    )
+def multistep_vocab(tokenizer: VideoTokenizer, action_bins: int) -> MultiStepVocab:
+    """Dynamics and context ranges of the tokenizer's codebooks (both of the per-frame
+    tokenizer's codebook size; the compressive tokenizer's own two)."""
+    dynamics, context = codebook_sizes(tokenizer)
+    return MultiStepVocab(dynamics_codes=dynamics, context_codes=context, action_bins=action_bins)
 
 
 def encode_multistep_clips(
     clips: Sequence[ClipLike],
-    tokenizer: FrameTokenizer,
+    tokenizer: VideoTokenizer,
     quantizer: ActionQuantizer | None,
     vocab: MultiStepVocab,
     segment_frames: int,
@@ -115,8 +123,9 @@ def encode_multistep_clips(
     batch_size: int = 64,
 ) -> list[TokenSequence]:
     """Multi-step ``TokenSequence``s of clips of ``S + 2`` frames and ``S + 1`` actions (module
-    docstring). ``tokenizer`` is a ``FrameTokenizer``, ``quantizer`` an ``ActionQuantizer`` (the
-    layout needs actions to insert). Frames shared by overlapping clips are encoded once."""
+    docstring). ``tokenizer`` is either video tokenizer (``codec``), ``quantizer`` an
+    ``ActionQuantizer`` (the layout needs actions to insert). With the per-frame tokenizer,
+    frames shared by overlapping clips are encoded once."""
     length = clip_length(segment_frames)
     if quantizer is None:
         raise ValueError("quantizer: the multi-step layout needs actions (ground-truth inserts)")
@@ -133,13 +142,18 @@ def encode_multistep_clips(
                 f"clips[{i}]: expected {length} frames and {length - 1} action rows for "
                 f"segment_frames {segment_frames}, got {frames.shape[0]} and {actions.shape}"
             )
-    tokens = unique_encode(np.concatenate([f for f, _ in arrays]), tokenizer, batch_size)
+    ctx, dyn = encode_clip_tokens(tokenizer, np.stack([f for f, _ in arrays]), batch_size)
     out = []
     for i, (_, actions) in enumerate(arrays):
-        clip_tokens = tokens[i * length : (i + 1) * length]
         bins = quantizer.tokens(actions[1 : segment_frames + 1])
-        out.append(multi_step(clip_tokens[0], clip_tokens[1 : segment_frames + 1], bins, vocab))
+        out.append(multi_step(ctx[i], dyn[i, :segment_frames], bins, vocab))
     return out
+
+
+def context_tokens(seq: TokenSequence, vocab: MultiStepVocab) -> list[int]:
+    """The context frame's tokens of a multi-step sequence (the context offset removed)."""
+    per, dims = frame_tokens(seq)
+    return [int(t) - vocab.context_offset for t in seq.input_ids[: seq.prompt_length - per - dims]]
 
 
 def rollout_inserts(seq: TokenSequence) -> list[list[int]]:
@@ -155,9 +169,16 @@ def frame_tokens(seq: TokenSequence) -> tuple[int, int]:
     return per, dims
 
 
-def multistep_item(prompt_id: str, seq: TokenSequence, frames: NDArray[np.uint8]) -> PromptItem:
+def multistep_item(
+    prompt_id: str,
+    seq: TokenSequence,
+    frames: NDArray[np.uint8],
+    context: Sequence[int] = (),
+) -> PromptItem:
     """The orchestrator's item of one clip: prompt ``ctx d1 a1``, true frames ``2..S``, the
-    previous frame ``d1`` (repetition check) and the inserts ``a2..aS``."""
+    previous frame ``d1`` (repetition check) and the inserts ``a2..aS``; ``context``: the
+    context frame's tokens the decoder conditions on (compressive tokenizer; ``context_tokens``),
+    empty for the per-frame tokenizer."""
     per, dims = frame_tokens(seq)
     steps = len(seq.action_ids) - 1
     response = np.asarray(seq.response_ids).reshape(steps, per + dims)[:, :per]
@@ -169,6 +190,7 @@ def multistep_item(prompt_id: str, seq: TokenSequence, frames: NDArray[np.uint8]
         target_tokens=response.reshape(-1).tolist(),
         inserts=rollout_inserts(seq),
         segment_tokens=per,
+        context_tokens=context,
     )
 
 
@@ -226,17 +248,17 @@ def _prompts_and_inserts(
 
 def predicted_multistep(
     model: PreTrainedModel,
-    frame_tokenizer: FrameTokenizer,
+    tokenizer: VideoTokenizer,
     sequences: Sequence[TokenSequence],
     vocab: MultiStepVocab,
     cfg: EvalConfig,
 ) -> tuple[NDArray[np.int64], NDArray[np.float32]]:
     """Sampled tokens ``(N, T, P)`` and decoded frames ``(N, T, H, W, 3)`` of the sequences."""
-    per = int(frame_tokenizer.tokens_per_frame)
+    per = dynamics_tokens_per_frame(tokenizer)
     prompts, inserts = _prompts_and_inserts(sequences)
     tokens = sample_multistep(model, prompts, inserts, per, visual_ids(vocab), cfg=cfg)
-    frames = frame_tokenizer.decode_tokens(tokens.reshape(-1, per), batch_size=cfg.batch_size)
-    return tokens, np.asarray(frames).reshape(*tokens.shape[:2], *np.asarray(frames).shape[1:])
+    ctx = np.array([context_tokens(s, vocab) for s in sequences], dtype=np.int64)
+    return tokens, decode_future(tokenizer, ctx, tokens, batch_size=cfg.batch_size)
 
 
 def _true_tokens(seq: TokenSequence) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
@@ -251,7 +273,7 @@ def _true_tokens(seq: TokenSequence) -> tuple[NDArray[np.int64], NDArray[np.int6
 
 def evaluate_multistep(  # noqa: PLR0913 (evaluate's keywords, and segment_frames)
     model: PreTrainedModel,
-    frame_tokenizer: FrameTokenizer,
+    tokenizer: VideoTokenizer,
     clips: Sequence[ClipLike],
     cfg: EvalConfig,
     *,
@@ -275,18 +297,19 @@ def evaluate_multistep(  # noqa: PLR0913 (evaluate's keywords, and segment_frame
     t0 = time.perf_counter()
     config, scorers = reward_setup(model, cfg, perceptual)
     if sequences is None:
-        sequences = encode_multistep_clips(clips, frame_tokenizer, quantizer, vocab, segment_frames)
+        sequences = encode_multistep_clips(clips, tokenizer, quantizer, vocab, segment_frames)
     if len(sequences) != len(clips):
         raise ValueError(f"sequences: {len(sequences)} for {len(clips)} clips")
     steps = segment_frames - 1
     t_gen = time.perf_counter()
-    pred_tokens, pred = predicted_multistep(model, frame_tokenizer, sequences, vocab, cfg)
+    pred_tokens, pred = predicted_multistep(model, tokenizer, sequences, vocab, cfg)
     gen_s = time.perf_counter() - t_gen
     n, shape = len(clips), pred.shape[2:]
     truth = np.stack([frames[2 : steps + 2] for frames, _ in arrays])
     firsts = np.stack([_true_tokens(s)[0] for s in sequences])
     true_rest = np.stack([_true_tokens(s)[1] for s in sequences])
-    d1 = np.asarray(frame_tokenizer.decode_tokens(firsts, batch_size=cfg.batch_size))
+    ctx = np.array([context_tokens(s, vocab) for s in sequences], dtype=np.int64)
+    d1 = decode_future(tokenizer, ctx, firsts[:, None], batch_size=cfg.batch_size)[:, 0]
     metrics = score_frames(pred.reshape(-1, *shape), truth.reshape(-1, *shape), config, scorers)
     per_step = {k: v.reshape(n, steps) for k, v in metrics.items()}
     repeats = np.stack(
@@ -315,8 +338,8 @@ def evaluate_multistep(  # noqa: PLR0913 (evaluate's keywords, and segment_frame
         "generate_s": gen_s,
     }
     if cfg.baselines:
-        per = pred_tokens.shape[-1]
-        recon = frame_tokenizer.decode_tokens(true_rest.reshape(-1, per), batch_size=cfg.batch_size)
+        recon = decode_future(tokenizer, ctx, true_rest, batch_size=cfg.batch_size)
+        recon = recon.reshape(-1, *shape)
         copy = np.repeat(d1[:, None], steps, axis=1).reshape(-1, *shape)
         flat_truth = truth.reshape(-1, *shape)
         for prefix, frames in (("recon_", recon), ("copy_", copy)):

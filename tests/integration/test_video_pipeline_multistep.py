@@ -5,7 +5,10 @@ evaluations, report.
 
 Sizes are far too small to learn anything; this checks that every phase runs with the multi-step
 layout, that no prompt is lost, that every pushed sample's loss mask is 0 exactly on the inserted
-action tokens, and that GRPO changed the weights.
+action tokens, and that GRPO changed the weights. Run twice: with the per-frame tokenizer, and with
+the compressive one (``tokenizer.kind: compressive``: 64 context tokens, 16 dynamics tokens per
+frame; every RL group is decoded by the decoder service against its prompt's context tokens,
+which it refuses to do without them, so an "ok" status on every sample shows they travelled).
 """
 
 from __future__ import annotations
@@ -27,8 +30,11 @@ pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(120
 REPO = Path(__file__).resolve().parents[2]
 
 
+@pytest.mark.parametrize(
+    ("kind", "per_frame", "context"), [("frame", 64, 64), ("compressive", 16, 64)]
+)
 def test_multistep_video_run_end_to_end_at_toy_size(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, kind: str, per_frame: int, context: int
 ) -> None:
     import torch
     from safetensors.torch import load_file
@@ -37,10 +43,17 @@ def test_multistep_video_run_end_to_end_at_toy_size(
     monkeypatch.setenv("PYTHONPATH", str(REPO))
     monkeypatch.setenv("SDL_VIDEODRIVER", "dummy")
     cfg = load_video_config(
-        REPO / "configs" / "video" / "smoke_multistep.yaml", {"run.run_dir": str(tmp_path)}
+        REPO / "configs" / "video" / "smoke_multistep.yaml",
+        {"run.run_dir": str(tmp_path), "tokenizer.kind": kind},
     )
     assert cfg.model.layout == "multi_step" and cfg.model.context_range == 3
     summary = run_video_pipeline(cfg, "smoke_multistep.yaml")
+    model = summary["model"]
+    assert (model["tokenizer"], model["tokens_per_frame"], model["context_tokens"]) == (
+        kind,
+        per_frame,
+        context,
+    )
 
     assert summary["rl"]["trainer_exit"] == 0
     rl = summary["rl"]["by_seed"]["0"]

@@ -58,7 +58,7 @@ def make_clip(seed: int) -> tuple[np.ndarray, np.ndarray]:
 
 def test_sequences_follow_the_layout_with_the_frame_tokenizer(tokenizer: FrameTokenizer) -> None:
     quantizer = ActionQuantizer(np.array([[0.0, 512.0], [0.0, 512.0]]), 8)
-    vocab = multistep_vocab(tokenizer.codebook_size, 8)
+    vocab = multistep_vocab(tokenizer, 8)
     frames, actions = make_clip(1)
     (seq,) = encode_multistep_clips([(frames, actions)], tokenizer, quantizer, vocab, S)
     per, dims = tokenizer.tokens_per_frame, 2
@@ -84,7 +84,7 @@ def test_sequences_refuse_wrong_clip_lengths_and_missing_actions(
     tokenizer: FrameTokenizer,
 ) -> None:
     quantizer = ActionQuantizer(np.array([[0.0, 512.0], [0.0, 512.0]]), 8)
-    vocab = multistep_vocab(tokenizer.codebook_size, 8)
+    vocab = multistep_vocab(tokenizer, 8)
     frames, actions = make_clip(2)
     with pytest.raises(ValueError, match=r"clips\[0\]: expected 5 frames and 4 action rows"):
         encode_multistep_clips([(frames[:-1], actions[:-1])], tokenizer, quantizer, vocab, S)
@@ -98,7 +98,7 @@ def test_multistep_items_round_trip_and_single_step_items_are_unchanged(
     tokenizer: FrameTokenizer, tmp_path: Path
 ) -> None:
     quantizer = ActionQuantizer(np.array([[0.0, 512.0], [0.0, 512.0]]), 8)
-    vocab = multistep_vocab(tokenizer.codebook_size, 8)
+    vocab = multistep_vocab(tokenizer, 8)
     frames, actions = make_clip(3)
     (seq,) = encode_multistep_clips([(frames, actions)], tokenizer, quantizer, vocab, S)
     item = multistep_item("c0", seq, frames)
@@ -145,7 +145,7 @@ def test_generated_frames_drop_the_forced_tokens() -> None:
 def test_interleaved_sampler_matches_teacher_forcing(tokenizer: FrameTokenizer) -> None:
     """Greedy rollout with a KV cache = argmax of full forwards over the growing sequence with
     the true actions spliced in after each frame."""
-    vocab = multistep_vocab(tokenizer.codebook_size, 8)
+    vocab = multistep_vocab(tokenizer, 8)
     model = build_world_model(vocab, hidden=32, layers=2, heads=2, max_len=64, seed=1)
     model.eval()  # type: ignore[no-untyped-call]
     per, dims, steps = tokenizer.tokens_per_frame, 2, S - 1
@@ -171,7 +171,7 @@ def test_interleaved_sampler_matches_teacher_forcing(tokenizer: FrameTokenizer) 
 
 def test_mle_trains_on_multistep_sequences(tokenizer: FrameTokenizer) -> None:
     quantizer = ActionQuantizer(np.array([[0.0, 512.0], [0.0, 512.0]]), 8)
-    vocab = multistep_vocab(tokenizer.codebook_size, 8)
+    vocab = multistep_vocab(tokenizer, 8)
     seqs = encode_multistep_clips([make_clip(i) for i in range(4)], tokenizer, quantizer, vocab, S)
     model = build_world_model(vocab, hidden=32, layers=1, heads=2, max_len=64)
     result = train_mle(model, seqs, MLEConfig(steps=3, batch_size=2, warmup_steps=0), pad_id=0)

@@ -138,10 +138,15 @@ class ServiceClients:
         resp = await self._decoder.DecodeTextBatch(req, timeout=self.timeout_s)
         return [r.text for r in resp.responses]
 
-    async def decode_frames(self, token_ids: Sequence[Sequence[int]]) -> np.ndarray:
-        """Frames ``(len(token_ids), H, W, 3)`` float32 of the samples, one ``DecodeFrames``."""
+    async def decode_frames(
+        self, token_ids: Sequence[Sequence[int]], context: Sequence[int] = ()
+    ) -> np.ndarray:
+        """Frames ``(len(token_ids), H, W, 3)`` float32 of the samples, one ``DecodeFrames``;
+        ``context``: the one context frame's tokens they are decoded against (compressive)."""
         flat = [int(t) for ids in token_ids for t in ids]
-        req = decoder_pb2.DecodeFramesRequest(token_ids=flat, num_frames=len(token_ids))
+        req = decoder_pb2.DecodeFramesRequest(
+            token_ids=flat, num_frames=len(token_ids), context_token_ids=[int(t) for t in context]
+        )
         resp = await self._decoder.DecodeFrames(req, timeout=self.timeout_s)
         t = resp.frames
         return np.frombuffer(t.data, dtype=np.dtype(t.dtype).newbyteorder("<")).reshape(

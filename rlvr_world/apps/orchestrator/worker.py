@@ -24,7 +24,9 @@ end-of-sequence text), scores them with one ``ScoreBatch`` on the reward service
   (``items.video_inserts``) is generated interleaved: ``segment_tokens`` sampled tokens, then the
   item's forced run (the ground-truth actions), T times (``max_tokens = T * segment_tokens``);
   the forced tokens are stripped with ``Sample.inserted``, all T frames of all G samples go
-  through one ``DecodeFrames`` and each sample's T frames are scored against the T true ones
+  through one ``DecodeFrames`` (with the item's ``context_tokens`` when the compressive
+  tokenizer decodes them: ``items.video_context``) and each sample's T frames are scored against
+  the T true ones
   with ``aggregation: mean`` in one ``ScoreBatch``. The pushed samples' ``loss_mask`` is 0 on the
   forced tokens; the ledger's ``pushed`` entry lists those positions (``masked``) per sample.
 * **Statuses travel as scored**: an answer the scorer could not parse is pushed with status
@@ -56,7 +58,13 @@ from rlvr_world.apps.orchestrator.ledger import Ledger
 from rlvr_world.apps.orchestrator.metrics import OrchestratorMetrics
 from rlvr_world.apps.orchestrator.retry import Backoff, RetriesExhausted, grpc_reason, retry_async
 from rlvr_world.client import RewardServiceUnavailable
-from rlvr_world.items import PromptItem, video_anchor, video_frames, video_inserts
+from rlvr_world.items import (
+    PromptItem,
+    video_anchor,
+    video_context,
+    video_frames,
+    video_inserts,
+)
 from rlvr_world.queue.schema import ScoredGroup, ScoredSample
 from rlvr_world.queue.stream import Producer, QueueFull
 from rlvr_world.rewards.types import InvalidInput, RewardResult, Status
@@ -338,7 +346,10 @@ class Orchestrator:
             for sample, flags in zip(ids, inserted or [[]] * len(ids), strict=True)
         ]
         flat = [frame for sample in per_frame for frame in sample]
-        decoded = await self._stage("decode", key, item, lambda: self.clients.decode_frames(flat))
+        ctx_tokens = video_context(item)
+        decoded = await self._stage(
+            "decode", key, item, lambda: self.clients.decode_frames(flat, ctx_tokens)
+        )
         clips = decoded.reshape(len(ids), steps, *decoded.shape[1:])
         results: list[RewardResult] = await self._stage(
             "score",

@@ -32,8 +32,8 @@ if TYPE_CHECKING:
 
     from rlvr_world.apps.video.config import VideoRl
     from rlvr_world.rewards.video import PerceptualScorer
+    from rlvr_world.video.codec import VideoTokenizer
     from rlvr_world.video.layout import LayoutVocab, TokenSequence
-    from rlvr_world.video.tokenizer import FrameTokenizer
 
 #: Samples per group a within-group standard deviation needs.
 MIN_GROUP_SIZE = 2
@@ -65,7 +65,7 @@ def group_spread(losses: NDArray[np.float64]) -> float:
 
 def measure_spread(
     model: PreTrainedModel,
-    frame_tokenizer: FrameTokenizer,
+    frame_tokenizer: VideoTokenizer,
     vocab: LayoutVocab,
     sequences: Sequence[TokenSequence],
     truths: NDArray[np.uint8],
@@ -81,6 +81,7 @@ def measure_spread(
     ``truths`` are the true frames: ``(N, H, W, 3)`` for single-step sequences, ``(N, T, H, W,
     3)`` for multi-step ones (the loss is then the mean over the T frames, as the reward's)."""
     from rlvr_world.rewards.video import frame_metrics, metric_losses
+    from rlvr_world.video.codec import per_frame
     from rlvr_world.video.evaluate import EvalConfig, sample_frames
     from rlvr_world.video.layout import MultiStepVocab
     from rlvr_world.video.multistep import predicted_multistep
@@ -96,10 +97,10 @@ def measure_spread(
         _, frames = predicted_multistep(model, frame_tokenizer, repeated, vocab, cfg)
         pred = np.asarray(frames, dtype=np.float64)
     else:
-        per = frame_tokenizer.tokens_per_frame
+        tokenizer = per_frame(frame_tokenizer, "the single-step layout")
         prompts = np.array([s.prompt_ids for s in repeated], dtype=np.int64)
-        tokens = sample_frames(model, prompts, per, visual_ids(vocab), cfg)
-        pred = np.asarray(frame_tokenizer.decode_tokens(tokens), dtype=np.float64)[:, None]
+        tokens = sample_frames(model, prompts, tokenizer.tokens_per_frame, visual_ids(vocab), cfg)
+        pred = np.asarray(tokenizer.decode_tokens(tokens), dtype=np.float64)[:, None]
     target = np.repeat(np.asarray(truths), group_size, axis=0).astype(np.float64) / 255.0
     if target.ndim == FRAMES_NDIM:  # single-step truths (N, H, W, 3): one step each
         target = target[:, None]

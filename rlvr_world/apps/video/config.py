@@ -11,13 +11,16 @@ field has bounds; unknown fields are refused. ``configs/video/pusht_tiny.yaml`` 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Literal, Self
+from typing import TYPE_CHECKING, Any, Literal, Self
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from rlvr_world.apps.grpo import RlSection
 from rlvr_world.apps.pipeline.config import apply_overrides, read_config_mapping
 from rlvr_world.apps.pipeline.stack import RolloutSection
+
+if TYPE_CHECKING:
+    from rlvr_world.video.compressive import CompressiveConfig
 
 #: The ``rl.weights`` key standing for the metric ``eval.perceptual`` resolves to.
 PERCEPTUAL = "perceptual"
@@ -84,9 +87,26 @@ class VideoData(_Section):
 
 
 class VideoTokenizerSection(_Section):
-    """The frozen frame tokenizer: trained here (``steps``) or loaded from ``path``."""
+    """The frozen video tokenizer: trained here (``steps``) or loaded from ``path``.
 
-    path: Path | None = Field(default=None, description="a saved FrameTokenizer directory")
+    ``kind: frame`` (the default) is the per-frame FSQ tokenizer, every frame ``(size /
+    downsample)^2`` tokens. ``kind: compressive`` (multi-step layout only) is the compressive
+    tokenizer (``rlvr_world.video.compressive``): the context frame gets ``(size /
+    context_downsample)^2`` tokens, each predicted frame ``(size / (downsample * patch))^2``
+    tokens conditioned on them; ``channels`` and ``levels`` serve both of its encoders,
+    ``input_patch`` and ``hold_below`` are per-frame only. A loaded ``path`` is of the kind its
+    ``config.json`` names, which must be ``kind``."""
+
+    path: Path | None = Field(default=None, description="a saved video tokenizer directory")
+    kind: Literal["frame", "compressive"] = Field(
+        default="frame", description="per-frame tokenizer, or the compressive one (multi-step)"
+    )
+    context_downsample: int = Field(
+        default=4, ge=1, le=64, description="compressive: context tokens per side = size / this"
+    )
+    patch: int = Field(
+        default=2, ge=1, le=16, description="compressive: dynamics features folded patch x patch"
+    )
     channels: tuple[int, ...] = Field(default=(32, 64, 128), description="encoder stages")
     downsample: int = Field(default=8, ge=1, le=64, description="tokens per side = size / this")
     levels: tuple[int, ...] = Field(default=(8, 5, 5, 5), description="FSQ levels")
@@ -358,6 +378,13 @@ class VideoPipelineConfig(_Section):
             )
         if self.tokenizer.hold_below is not None and self.model.layout == "multi_step":
             raise ValueError("tokenizer.hold_below: held tokens are single-step only")
+        if self.tokenizer.kind == "compressive":
+            if self.model.layout != "multi_step":
+                raise ValueError(
+                    "tokenizer.kind compressive: the compressive tokenizer conditions predicted "
+                    "frames on a context frame, which only model.layout multi_step has"
+                )
+            compressive_config(self)  # its shape errors, at load time
         if self.model.anchor_dilate is not None and self.rl.balance_prompts:
             raise ValueError(
                 "rl.balance_prompts: the reward balancing samples unanchored frames; it cannot "
@@ -374,6 +401,32 @@ class VideoPipelineConfig(_Section):
                 f"episodes of {self.data.steps} steps have {self.data.steps + 1}"
             )
         return self
+
+
+def compressive_config(cfg: VideoPipelineConfig) -> CompressiveConfig:
+    """The compressive tokenizer's shape of ``tokenizer.kind: compressive`` (``ValueError``
+    naming the ``tokenizer`` field that does not fit the frame size)."""
+    from rlvr_world.video.compressive import CompressiveConfig
+
+    t = cfg.tokenizer
+    try:
+        return CompressiveConfig(
+            image_size=cfg.data.image_size,
+            context_channels=t.channels,
+            context_downsample=t.context_downsample,
+            context_levels=t.levels,
+            dynamics_channels=t.channels,
+            dynamics_downsample=t.downsample,
+            patch=t.patch,
+            dynamics_levels=t.levels,
+        )
+    except ValidationError as exc:
+        errors = "; ".join(str(e["msg"]) for e in exc.errors())
+        raise ValueError(
+            f"tokenizer (kind compressive): channels {t.channels}, downsample {t.downsample}, "
+            f"context_downsample {t.context_downsample}, patch {t.patch} do not fit "
+            f"data.image_size {cfg.data.image_size}: {errors}"
+        ) from None
 
 
 def load_video_config(path: Path, overrides: dict[str, Any] | None = None) -> VideoPipelineConfig:

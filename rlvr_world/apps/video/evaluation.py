@@ -131,7 +131,7 @@ def evaluate_model(
         raise ValueError("vocab: a single-step evaluation needs a SingleStepVocab")
     return evaluate(
         model,
-        s.frame_tokenizer,
+        s.per_frame,
         held,
         eval_cfg,
         vocab=vocab,

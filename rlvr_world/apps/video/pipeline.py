@@ -142,7 +142,7 @@ class VideoRun:
         s = setup_phase.build_setup(self.cfg, train, val, test, tokenizer_dir)
         self.summary["model"] = {
             "layout": self.cfg.model.layout,
-            "tokens_per_frame": s.tokens_per_frame,
+            **s.token_counts,
             "action_dims": s.quantizer.dims,
             "vocab_size": s.vocab.size,
             "clip_frames": self.cfg.model.clip_frames,
@@ -279,7 +279,8 @@ class VideoRun:
             s.train_sequences,
             s.tokens_per_frame,
             self.multi_step,
-            anchor=(s.frame_tokenizer.grid, s.quantizer.dims) if anchored else None,
+            anchor=(s.per_frame.grid, s.quantizer.dims) if anchored else None,
+            context_vocab=s.context_vocab,
         )
         metric = s.perceptual.metric
         out = await rl_phase.run_rl(

@@ -127,7 +127,7 @@ def _predicted(
         return predicted_frames(
             weights,
             rows,
-            s.frame_tokenizer,
+            s.per_frame,
             vocab=s.vocab,
             quantizer=s.quantizer,
             sampling=sampling,

@@ -36,7 +36,7 @@ from rlvr_world.rewards.video import PERCEPTUAL_METRICS
 from rlvr_world.runlog import JsonlLog
 from rlvr_world.video.anchor import last_context_tokens
 from rlvr_world.video.data import ClipArrays
-from rlvr_world.video.layout import LayoutVocab, TokenSequence
+from rlvr_world.video.layout import LayoutVocab, MultiStepVocab, TokenSequence
 from rlvr_world.video.world_model import visual_ids
 
 if TYPE_CHECKING:
@@ -59,16 +59,23 @@ def rl_items(
     multi_step: bool,
     *,
     anchor: tuple[tuple[int, int], int] | None = None,
+    context_vocab: MultiStepVocab | None = None,
 ) -> list[PromptItem]:
     """One prompt item per train clip: the next frame, or the multi-step rollout of the clip.
     ``anchor`` (single-step): ``((rows, cols), action_dims)``, the token grid and the action ids
     per step; each item then carries its last context frame's tokens for context-anchored
-    frames (``rlvr_world.video.anchor``)."""
+    frames (``rlvr_world.video.anchor``). ``context_vocab`` (multi-step, compressive tokenizer):
+    each item carries its context frame's tokens, which the decoder conditions on."""
     if multi_step:
-        from rlvr_world.video.multistep import multistep_item
+        from rlvr_world.video.multistep import context_tokens, multistep_item
 
         return [
-            multistep_item(f"clip{i:05d}", seq, frames)
+            multistep_item(
+                f"clip{i:05d}",
+                seq,
+                frames,
+                context=() if context_vocab is None else context_tokens(seq, context_vocab),
+            )
             for i, ((frames, _), seq) in enumerate(zip(clips, sequences, strict=True))
         ]
     return [

@@ -1,11 +1,11 @@
 """Phase 2 of the video run and what every later phase shares.
 
-``tokenizer_dir`` trains the per-frame FSQ tokenizer on the train episodes (or returns
-``tokenizer.path``); ``build_setup`` loads it and builds the frozen ``VideoSetup``: the layout
-vocabulary, the action quantizer, the train, validation and held-out clips and their token
-sequences, and the perceptual scorer of the evaluations. The held-out clips depend on the data
-alone (``data.seed``), never on ``run.seed`` or the sampling seed, so every seed of a run and
-every run of a data set is scored on the same clips.
+``tokenizer_dir`` trains the video tokenizer (per-frame FSQ, or the compressive one on the train
+clips) on the train episodes (or returns ``tokenizer.path``); ``build_setup`` loads it and builds
+the frozen ``VideoSetup``: the layout vocabulary, the action quantizer, the train, validation
+and held-out clips and their token sequences, and the perceptual scorer of the evaluations. The
+held-out clips depend on the data alone (``data.seed``), never on ``run.seed`` or the sampling
+seed, so every seed of a run and every run of a data set is scored on the same clips.
 
 It does not train the world model and does not evaluate.
 """
@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -27,6 +27,7 @@ from rlvr_world.video.layout import LayoutVocab, MultiStepVocab, SingleStepVocab
 if TYPE_CHECKING:
     from rlvr_world.rewards.video import PerceptualScorer
     from rlvr_world.video.actions import ActionQuantizer
+    from rlvr_world.video.codec import VideoTokenizer
     from rlvr_world.video.data import ClipArrays, Episode
     from rlvr_world.video.layout import TokenSequence
     from rlvr_world.video.tokenizer import FrameTokenizer
@@ -37,7 +38,8 @@ class VideoSetup:
     """What the phases after the tokenizer share, built once by ``build_setup``."""
 
     tokenizer_dir: Path
-    frame_tokenizer: FrameTokenizer
+    #: Either video tokenizer (``rlvr_world.video.codec``); ``per_frame`` for single-step code.
+    frame_tokenizer: VideoTokenizer
     vocab: LayoutVocab
     quantizer: ActionQuantizer
     train_clips: list[ClipArrays]
@@ -53,12 +55,52 @@ class VideoSetup:
 
     @property
     def tokens_per_frame(self) -> int:
-        return self.frame_tokenizer.tokens_per_frame
+        """Tokens of one predicted frame (the compressive tokenizer's dynamics tokens)."""
+        from rlvr_world.video.codec import dynamics_tokens_per_frame
+
+        return dynamics_tokens_per_frame(self.frame_tokenizer)
+
+    @property
+    def token_counts(self) -> dict[str, Any]:
+        """The tokenizer's kind, tokens per predicted frame and tokens of the context frame."""
+        from rlvr_world.video.compressive import CompressiveTokenizer
+
+        tok = self.frame_tokenizer
+        ctx = (
+            tok.context_tokens_per_frame
+            if isinstance(tok, CompressiveTokenizer)
+            else tok.tokens_per_frame
+        )
+        return {
+            "tokenizer": "compressive" if self.compressive else "frame",
+            "tokens_per_frame": self.tokens_per_frame,
+            "context_tokens": int(ctx),
+        }
+
+    @property
+    def compressive(self) -> bool:
+        """Predicted frames decode against the context frame's tokens."""
+        from rlvr_world.video.compressive import CompressiveTokenizer
+
+        return isinstance(self.frame_tokenizer, CompressiveTokenizer)
+
+    @property
+    def context_vocab(self) -> MultiStepVocab | None:
+        """The multi-step vocabulary when predicted frames decode against the context frame's
+        tokens (the compressive tokenizer: RL items then carry them), else ``None``."""
+        return self.vocab if self.compressive and isinstance(self.vocab, MultiStepVocab) else None
+
+    @property
+    def per_frame(self) -> FrameTokenizer:
+        """The per-frame tokenizer (what the single-step code decodes with)."""
+        from rlvr_world.video.codec import per_frame
+
+        return per_frame(self.frame_tokenizer, "the single-step layout")
 
 
 def encode(
     clips: Sequence[ClipArrays],
-    frame_tokenizer: FrameTokenizer,
+    frame_tokenizer: VideoTokenizer,
     quantizer: ActionQuantizer,
     vocab: LayoutVocab,
     segment_frames: int,
@@ -73,9 +115,11 @@ def encode(
         from rlvr_world.video.multistep import encode_multistep_clips
 
         return encode_multistep_clips(clips, frame_tokenizer, quantizer, vocab, segment_frames)
+    from rlvr_world.video.codec import per_frame
     from rlvr_world.video.train_mle import encode_clips
 
-    return encode_clips(clips, frame_tokenizer, quantizer, vocab, hold_below=hold_below)
+    tokenizer = per_frame(frame_tokenizer, "the single-step layout")
+    return encode_clips(clips, tokenizer, quantizer, vocab, hold_below=hold_below)
 
 
 def tokenizer_dir(
@@ -87,16 +131,9 @@ def tokenizer_dir(
     if t.path is not None:
         return t.path, {}
     from rlvr_world.video.tokenizer import TokenizerConfig
-    from rlvr_world.video.train_tokenizer import TrainSettings, train_tokenizer
+    from rlvr_world.video.train_tokenizer import TrainSettings, train_compressive, train_tokenizer
 
     out = run_dir / "tokenizer"
-    shape = TokenizerConfig(
-        image_size=cfg.data.image_size,
-        channels=t.channels,
-        downsample=t.downsample,
-        levels=t.levels,
-        input_patch=t.input_patch,
-    )
     settings = TrainSettings(
         steps=t.steps,
         batch_size=t.batch_size,
@@ -105,6 +142,29 @@ def tokenizer_dir(
         perceptual_frames=t.perceptual_frames,
         foreground_weight=t.foreground_weight,
         seed=cfg.run.seed,
+    )
+    if t.kind == "compressive":  # trained on the run's own multi-step clips (context + frames)
+        from rlvr_world.apps.video.config import compressive_config
+
+        def stacked(episodes: Sequence[Episode], seed: int) -> np.ndarray:
+            return np.stack([frames for frames, _ in run_clips(cfg, episodes, seed)])
+
+        metrics = train_compressive(
+            stacked(train, cfg.data.seed),
+            compressive_config(cfg),
+            t.steps,
+            out,
+            eval_clips=stacked(test, cfg.data.seed + 1),
+            settings=settings,
+            device=cfg.run.device,
+        )
+        return out, {k: float(v) for k, v in metrics.items() if isinstance(v, int | float)}
+    shape = TokenizerConfig(
+        image_size=cfg.data.image_size,
+        channels=t.channels,
+        downsample=t.downsample,
+        levels=t.levels,
+        input_patch=t.input_patch,
     )
     metrics = train_tokenizer(
         np.concatenate([e.frames for e in train]),
@@ -136,20 +196,28 @@ def build_setup(
     test: Sequence[Episode],
     tokenizer: Path,
 ) -> VideoSetup:
-    """The frame tokenizer in ``tokenizer``, the vocabulary and action quantizer, the clips
-    encoded into token sequences, and the evaluations' perceptual scorer."""
+    """The video tokenizer in ``tokenizer`` (of ``tokenizer.kind``), the vocabulary and action
+    quantizer, the clips encoded into token sequences, and the evaluations' perceptual scorer."""
     from rlvr_world.rewards.perceptual import make_perceptual
     from rlvr_world.video.actions import ActionQuantizer
+    from rlvr_world.video.codec import codebook_sizes, load_video_tokenizer
+    from rlvr_world.video.compressive import CompressiveTokenizer
     from rlvr_world.video.data import all_actions
     from rlvr_world.video.multistep import multistep_vocab
-    from rlvr_world.video.tokenizer import FrameTokenizer
 
-    frame_tokenizer = FrameTokenizer.load(tokenizer, device=cfg.run.device)
-    codes = frame_tokenizer.codebook_size
+    frame_tokenizer = load_video_tokenizer(tokenizer, device=cfg.run.device)
+    loaded = "compressive" if isinstance(frame_tokenizer, CompressiveTokenizer) else "frame"
+    if loaded != cfg.tokenizer.kind:
+        raise ValueError(
+            f"tokenizer.path {tokenizer}: holds a {loaded} tokenizer, but tokenizer.kind is "
+            f"{cfg.tokenizer.kind}"
+        )
     vocab: LayoutVocab = (
-        multistep_vocab(codes, cfg.model.action_bins)
+        multistep_vocab(frame_tokenizer, cfg.model.action_bins)
         if cfg.model.layout == "multi_step"
-        else SingleStepVocab(visual_codes=codes, action_bins=cfg.model.action_bins)
+        else SingleStepVocab(
+            visual_codes=codebook_sizes(frame_tokenizer)[0], action_bins=cfg.model.action_bins
+        )
     )
     ranges = action_ranges(cfg.data)
     if ranges is not None:  # the action space's own bounds, as RT-1's dataset ranges
