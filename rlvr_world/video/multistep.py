@@ -289,8 +289,9 @@ def evaluate_multistep(  # noqa: PLR0913 (evaluate's keywords, and segment_frame
     (``reward`` = ``-mean_t (L1_t + perceptual_t)``, the paper's aggregation), plus
     ``reward_per_step`` / ``l1_per_step``. ``repetition_rate``: predicted frames that copy the
     frame before them (``d1`` for the first); ``recon_*``: the true tokens decoded; ``copy_*``:
-    ``d1`` repeated; ``per_clip`` / ``per_clip_copy``: each metric per clip (its mean over the
-    predicted frames). Writes ``eval.json`` and ``grid.png`` into ``out_dir`` when given."""
+    ``d1``'s tokens decoded and repeated; ``raw_copy_*``: ``d1``'s own pixels repeated;
+    ``per_clip`` / ``per_clip_copy``: each metric per clip (its mean over the predicted frames).
+    Writes ``eval.json`` and ``grid.png`` into ``out_dir`` when given."""
     if not clips:
         raise ValueError("clips: empty")
     arrays = [clip_arrays(c) for c in clips]
@@ -341,8 +342,11 @@ def evaluate_multistep(  # noqa: PLR0913 (evaluate's keywords, and segment_frame
         recon = decode_future(tokenizer, ctx, true_rest, batch_size=cfg.batch_size)
         recon = recon.reshape(-1, *shape)
         copy = np.repeat(d1[:, None], steps, axis=1).reshape(-1, *shape)
+        # d1's own pixels, no tokenizer: "nothing moves" without the tokenizer's loss
+        raw = np.stack([np.repeat(clip[1:2], steps, axis=0) for clip, _ in arrays])
+        raw = raw.reshape(-1, *shape)
         flat_truth = truth.reshape(-1, *shape)
-        for prefix, frames in (("recon_", recon), ("copy_", copy)):
+        for prefix, frames in (("recon_", recon), ("copy_", copy), ("raw_copy_", raw)):
             scored = score_frames(np.asarray(frames), flat_truth, config, scorers)
             report.update({f"{prefix}{k}": float(v.mean()) for k, v in scored.items()})
             if prefix == "copy_":

@@ -88,6 +88,12 @@ def test_multistep_video_run_end_to_end_at_toy_size(
             assert math.isfinite(report[key]), key
         assert all(math.isfinite(r) for r in report["reward_per_step"])
         assert report["reward"] == pytest.approx(sum(report["reward_per_step"]) / steps)
+    # both "nothing moves" baselines: d1's tokens decoded, and d1's own pixels
+    baselines = summary["headline"]["baselines"]
+    assert set(baselines) == {"copy_last_frame", "copy_last_frame_pixels"}
+    assert baselines["copy_last_frame_pixels"] == pytest.approx(
+        summary["eval"]["mle"]["raw_copy_reward"]
+    )
     saved = json.loads((tmp_path / "seed0" / "eval" / "rlvr" / "eval.json").read_text())
     assert saved["reward_per_step"] == summary["eval"]["rlvr"]["reward_per_step"]
     assert summary["model"]["clip_frames"] == cfg.model.segment_frames + 2
