@@ -5,6 +5,11 @@ Layout: ``<run_dir>/checkpoints/step_00000012/`` with the model saved by ``save_
 ``trainer_state.json`` (step, counters, seen group ids, queue position). A checkpoint is written
 to a temporary directory and renamed, then ``checkpoints/latest`` is replaced atomically, so a
 kill at any moment leaves the previous checkpoint usable.
+
+A fresh start (no ``--resume``) in a run directory that holds an earlier run's checkpoints moves
+them and its train log into ``<run_dir>/previous/<n>/`` first (``archive_previous``): left in
+place, the pruning by step number would delete the new run's lower-numbered checkpoints and a
+run that died before its first checkpoint would leave ``latest`` naming the old run's weights.
 """
 
 from __future__ import annotations
@@ -50,6 +55,25 @@ def latest_checkpoint(run_dir: Path) -> Path | None:
         return None
     path = checkpoint_root(run_dir) / pointer.read_text().strip()
     return path if (path / STATE_FILE).exists() else None
+
+
+def archive_previous(run_dir: Path, files: tuple[str, ...] = ()) -> Path | None:
+    """Move an earlier run's ``checkpoints/`` (and ``files`` of ``run_dir``, e.g. its train log)
+    into ``run_dir/previous/<n>/``, ``n`` the first unused number; the folder, or ``None`` when
+    there was no earlier checkpoint (then nothing moves)."""
+    root = checkpoint_root(run_dir)
+    if not root.is_dir() or not any(root.iterdir()):
+        return None
+    n = 0
+    while (run_dir / "previous" / str(n)).exists():
+        n += 1
+    dest = run_dir / "previous" / str(n)
+    dest.mkdir(parents=True)
+    os.replace(root, dest / root.name)
+    for name in files:
+        if (run_dir / name).exists():
+            os.replace(run_dir / name, dest / name)
+    return dest
 
 
 def save_checkpoint(

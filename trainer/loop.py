@@ -35,6 +35,7 @@ from rlvr_world.queue.stream import Consumer, QueueMetrics, StreamNames, count_s
 from rlvr_world.runlog import JsonlLog
 from trainer.checkpoint import (
     TrainerState,
+    archive_previous,
     latest_checkpoint,
     load_optimizer,
     load_state,
@@ -79,6 +80,15 @@ class Trainer:
         self.metrics = TrainerMetrics(self.registry)
         if cfg.run.prometheus_port is not None:
             start_http_server(cfg.run.prometheus_port, registry=self.registry)
+        if not resume:
+            moved = archive_previous(self.run_dir, (LOG_FILE,))
+            if moved is not None:
+                logger.warning(
+                    "fresh start in %s: an earlier run's checkpoints and train log moved to %s "
+                    "(--resume continues a run instead)",
+                    self.run_dir,
+                    moved,
+                )
         self.redis = connect(self.run_dir, cfg.queue.redis_url)
         q = cfg.queue
         self.names = StreamNames(stream=q.stream, group=q.group, dead_letter=q.dead_letter)
