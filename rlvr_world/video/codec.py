@@ -35,9 +35,23 @@ from rlvr_world.video.tokenizer import FrameTokenizer, checkpoint_kind
 VideoTokenizer = FrameTokenizer | CompressiveTokenizer
 
 
-def load_video_tokenizer(path: str | Path, device: str = "cpu") -> VideoTokenizer:
-    """The tokenizer saved in ``path``, of the kind its ``config.json`` names."""
-    if checkpoint_kind(path) == CompressiveTokenizer.KIND:
+#: ``tokenizer.kind`` of the run config -> the checkpoint kind it loads.
+KINDS = {"frame": FrameTokenizer.KIND, "compressive": CompressiveTokenizer.KIND}
+
+
+def load_video_tokenizer(
+    path: str | Path, device: str = "cpu", expect: str | None = None
+) -> VideoTokenizer:
+    """The tokenizer saved in ``path``, of the kind its ``config.json`` names; ``expect``
+    (``frame`` or ``compressive``, the run's ``tokenizer.kind``): ``ValueError`` when the folder
+    holds the other one."""
+    kind = checkpoint_kind(path)
+    if expect is not None and KINDS.get(expect) != kind:
+        raise ValueError(
+            f"tokenizer.path {path}: holds a {kind}, but tokenizer.kind is {expect} "
+            f"({KINDS.get(expect, 'unknown')})"
+        )
+    if kind == CompressiveTokenizer.KIND:
         return CompressiveTokenizer.load(path, device=device)
     return FrameTokenizer.load(path, device=device)  # refuses any other kind, naming it
 

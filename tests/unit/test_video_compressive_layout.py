@@ -121,6 +121,13 @@ def test_the_single_step_code_refuses_the_compressive_tokenizer_by_name(
 def test_checkpoints_load_as_their_kind(compressive: CompressiveTokenizer, tmp_path: Path) -> None:
     compressive.save(tmp_path / "ctx")
     assert isinstance(load_video_tokenizer(tmp_path / "ctx"), CompressiveTokenizer)
+    assert isinstance(
+        load_video_tokenizer(tmp_path / "ctx", expect="compressive"), CompressiveTokenizer
+    )
+    with pytest.raises(
+        ValueError, match=r"holds a compressive_tokenizer, but tokenizer.kind is frame"
+    ):
+        load_video_tokenizer(tmp_path / "ctx", expect="frame")
     (tmp_path / "odd").mkdir()
     (tmp_path / "odd" / "config.json").write_text('{"kind": "odd", "format_version": 1}')
     with pytest.raises(ValueError, match="holds kind 'odd'"):

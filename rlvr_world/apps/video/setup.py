@@ -201,17 +201,12 @@ def build_setup(
     from rlvr_world.rewards.perceptual import make_perceptual
     from rlvr_world.video.actions import ActionQuantizer
     from rlvr_world.video.codec import codebook_sizes, load_video_tokenizer
-    from rlvr_world.video.compressive import CompressiveTokenizer
     from rlvr_world.video.data import all_actions
     from rlvr_world.video.multistep import multistep_vocab
 
-    frame_tokenizer = load_video_tokenizer(tokenizer, device=cfg.run.device)
-    loaded = "compressive" if isinstance(frame_tokenizer, CompressiveTokenizer) else "frame"
-    if loaded != cfg.tokenizer.kind:
-        raise ValueError(
-            f"tokenizer.path {tokenizer}: holds a {loaded} tokenizer, but tokenizer.kind is "
-            f"{cfg.tokenizer.kind}"
-        )
+    frame_tokenizer = load_video_tokenizer(
+        tokenizer, device=cfg.run.device, expect=cfg.tokenizer.kind
+    )
     vocab: LayoutVocab = (
         multistep_vocab(frame_tokenizer, cfg.model.action_bins)
         if cfg.model.layout == "multi_step"
