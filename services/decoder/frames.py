@@ -50,29 +50,25 @@ class FrameDecoder:
     """A frozen video tokenizer (per-frame or compressive) that decodes validated requests."""
 
     def __init__(self, path: str, batch: int = 64, max_frames: int = 4096) -> None:
+        from rlvr_world.video.codec import (
+            codebook_sizes,
+            dynamics_tokens_per_frame,
+            load_video_tokenizer,
+        )
         from rlvr_world.video.compressive import CompressiveTokenizer
-        from rlvr_world.video.tokenizer import FrameTokenizer, checkpoint_kind
 
         folder = Path(path)
         if not folder.is_dir():
             raise FileNotFoundError(f"video tokenizer directory {path!r} does not exist")
         self.name = path
-        self.kind = checkpoint_kind(folder)
-        self.tokenizer: FrameTokenizer | CompressiveTokenizer
-        if self.kind == CompressiveTokenizer.KIND:
-            ctx = CompressiveTokenizer.load(folder)
-            self.tokenizer = ctx
-            self.codebook_size = int(ctx.dynamics_codebook_size)
-            self.tokens_per_frame = int(ctx.dynamics_tokens_per_frame)
-            self.context_codebook_size = int(ctx.context_codebook_size)
-            self.context_tokens = int(ctx.context_tokens_per_frame)
-        else:  # FrameTokenizer.load refuses any other kind, naming it
-            per_frame = FrameTokenizer.load(folder)
-            self.tokenizer = per_frame
-            self.codebook_size = int(per_frame.codebook_size)
-            self.tokens_per_frame = int(per_frame.tokens_per_frame)
-            self.context_codebook_size = 0
-            self.context_tokens = 0
+        self.tokenizer: FrameTokenizer | CompressiveTokenizer = load_video_tokenizer(folder)
+        self.kind = str(self.tokenizer.KIND)
+        self.codebook_size, context_codes = codebook_sizes(self.tokenizer)
+        self.tokens_per_frame = dynamics_tokens_per_frame(self.tokenizer)
+        self.context_codebook_size = self.context_tokens = 0  # per-frame: no context
+        if isinstance(self.tokenizer, CompressiveTokenizer):
+            self.context_codebook_size = context_codes
+            self.context_tokens = int(self.tokenizer.context_tokens_per_frame)
         self.tokenizer.requires_grad_(False)
         self.batch = batch
         self.max_frames = max_frames
