@@ -439,16 +439,21 @@ def save_checkpoint(module: nn.Module, kind: str, config: BaseModel, directory: 
     return path
 
 
-def checkpoint_kind(directory: str | Path) -> str:
-    """The ``kind`` a tokenizer checkpoint folder holds (``frame_tokenizer`` or
-    ``compressive_tokenizer``), read from its ``config.json``."""
+def _read_meta(directory: str | Path) -> tuple[Path, object]:
+    """``directory/config.json`` and its parsed JSON; a missing or unparsable file raises."""
     path = Path(directory) / CONFIG_FILE
     if not path.is_file():
         raise FileNotFoundError(f"tokenizer checkpoint: {path} is missing")
     try:
-        meta = json.loads(path.read_text())
+        return path, json.loads(path.read_text())
     except json.JSONDecodeError as exc:
         raise ValueError(f"tokenizer checkpoint: {path} is not valid JSON: {exc}") from exc
+
+
+def checkpoint_kind(directory: str | Path) -> str:
+    """The ``kind`` a tokenizer checkpoint folder holds (``frame_tokenizer`` or
+    ``compressive_tokenizer``), read from its ``config.json``."""
+    path, meta = _read_meta(directory)
     kind = meta.get("kind") if isinstance(meta, dict) else None
     if not isinstance(kind, str):
         raise ValueError(f"tokenizer checkpoint: {path} names no kind")
@@ -457,13 +462,7 @@ def checkpoint_kind(directory: str | Path) -> str:
 
 def read_config(directory: str | Path, kind: str) -> dict[str, Any]:
     """The ``config`` object of ``directory/config.json``, checked to be of ``kind``."""
-    path = Path(directory) / CONFIG_FILE
-    if not path.is_file():
-        raise FileNotFoundError(f"tokenizer checkpoint: {path} is missing")
-    try:
-        meta = json.loads(path.read_text())
-    except json.JSONDecodeError as exc:
-        raise ValueError(f"tokenizer checkpoint: {path} is not valid JSON: {exc}") from exc
+    path, meta = _read_meta(directory)
     if not isinstance(meta, dict) or meta.get("kind") != kind:
         found = meta.get("kind") if isinstance(meta, dict) else type(meta).__name__
         raise ValueError(f"tokenizer checkpoint: {path} holds kind {found!r}, expected {kind!r}")

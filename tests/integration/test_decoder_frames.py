@@ -37,9 +37,10 @@ def video_tokenizer(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return folder
 
 
-@pytest.fixture(scope="module")
-def svc(tmp_path_factory: pytest.TempPathFactory, video_tokenizer: Path) -> Iterator[ServiceThread]:
-    text = tmp_path_factory.mktemp("tokenizer")
+def serve(factory: pytest.TempPathFactory, video_tokenizer: Path) -> Iterator[ServiceThread]:
+    """The decoder service with a text tokenizer and ``video_tokenizer``: micro-batches of 3
+    frames, at most 8 frames a request."""
+    text = factory.mktemp("tokenizer")
     tiny_tokenizer().save_pretrained(text)
     settings = DecoderSettings(
         tokenizer=str(text),
@@ -52,10 +53,19 @@ def svc(tmp_path_factory: pytest.TempPathFactory, video_tokenizer: Path) -> Iter
         yield s
 
 
-@pytest.fixture(scope="module")
-def stub(svc: ServiceThread) -> Iterator[decoder_pb2_grpc.DecoderServiceStub]:
+def stub_of(svc: ServiceThread) -> Iterator[decoder_pb2_grpc.DecoderServiceStub]:
     with grpc.insecure_channel(svc.grpc_address) as channel:
         yield decoder_pb2_grpc.DecoderServiceStub(channel)  # type: ignore[no-untyped-call]
+
+
+@pytest.fixture(scope="module")
+def svc(tmp_path_factory: pytest.TempPathFactory, video_tokenizer: Path) -> Iterator[ServiceThread]:
+    yield from serve(tmp_path_factory, video_tokenizer)
+
+
+@pytest.fixture(scope="module")
+def stub(svc: ServiceThread) -> Iterator[decoder_pb2_grpc.DecoderServiceStub]:
+    yield from stub_of(svc)
 
 
 def frames_of(resp: decoder_pb2.DecodeFramesResponse) -> np.ndarray:
@@ -158,23 +168,12 @@ def compressive_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def ctx_svc(
     tmp_path_factory: pytest.TempPathFactory, compressive_dir: Path
 ) -> Iterator[ServiceThread]:
-    text = tmp_path_factory.mktemp("tokenizer_ctx")
-    tiny_tokenizer().save_pretrained(text)
-    settings = DecoderSettings(
-        tokenizer=str(text),
-        video_tokenizer=str(compressive_dir),
-        grpc_port=0,
-        frame_batch=3,
-        max_frames=8,
-    )
-    with ServiceThread(settings) as s:
-        yield s
+    yield from serve(tmp_path_factory, compressive_dir)
 
 
 @pytest.fixture(scope="module")
 def ctx_stub(ctx_svc: ServiceThread) -> Iterator[decoder_pb2_grpc.DecoderServiceStub]:
-    with grpc.insecure_channel(ctx_svc.grpc_address) as channel:
-        yield decoder_pb2_grpc.DecoderServiceStub(channel)  # type: ignore[no-untyped-call]
+    yield from stub_of(ctx_svc)
 
 
 def test_compressive_frames_equal_the_tokenizers_decoding_and_depend_on_the_context(

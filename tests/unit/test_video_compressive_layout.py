@@ -22,7 +22,7 @@ from rlvr_world.video.codec import (
     load_video_tokenizer,
     per_frame,
 )
-from rlvr_world.video.compressive import CompressiveConfig, CompressiveTokenizer
+from rlvr_world.video.compressive import CompressiveTokenizer
 from rlvr_world.video.multistep import (
     clip_length,
     context_tokens,
@@ -31,20 +31,11 @@ from rlvr_world.video.multistep import (
     multistep_vocab,
 )
 from rlvr_world.video.tokenizer import FrameTokenizer, TokenizerConfig
+from tests.unit.test_video_tokenizer import TINY_CTX
 
 REPO = Path(__file__).resolve().parents[2]
 S = 3  # dynamics frames per sequence
-CTX = CompressiveConfig(
-    image_size=16,
-    context_channels=(8, 8),
-    context_downsample=2,
-    context_levels=(3, 3),
-    dynamics_channels=(8, 8),
-    dynamics_downsample=2,
-    patch=4,
-    dynamics_levels=(4, 4),
-    norm_groups=4,
-)  # 64 context tokens of 9 codes, 4 dynamics tokens of 16 codes
+CTX = TINY_CTX  # 64 context tokens of 9 codes, 4 dynamics tokens of 16 codes
 
 
 @pytest.fixture(scope="module")
