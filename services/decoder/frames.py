@@ -101,9 +101,10 @@ class FrameDecoder:
 
     def check(
         self, token_ids: Sequence[int], num_frames: int, context_token_ids: Sequence[int] = ()
-    ) -> np.ndarray:
-        """The ids as an ``(num_frames, tokens_per_frame)`` int64 array, or a named refusal."""
-        self.check_context(context_token_ids)
+    ) -> tuple[np.ndarray, np.ndarray | None]:
+        """The ids as an ``(num_frames, tokens_per_frame)`` int64 array and the context ids
+        (``check_context``), or a named refusal."""
+        ctx = self.check_context(context_token_ids)
         if not 1 <= num_frames <= self.max_frames:
             raise InvalidDecodeRequest(
                 f"num_frames = {num_frames}: must be between 1 and {self.max_frames}"
@@ -116,7 +117,7 @@ class FrameDecoder:
             )
         ids = np.asarray(token_ids, dtype=np.int64)
         _check_ids(ids, self.codebook_size, "token_ids", "visual codebook")
-        return ids.reshape(num_frames, self.tokens_per_frame)
+        return ids.reshape(num_frames, self.tokens_per_frame), ctx
 
     def decode(
         self, token_ids: Sequence[int], num_frames: int, context_token_ids: Sequence[int] = ()
@@ -124,8 +125,7 @@ class FrameDecoder:
         """Frames ``(num_frames, H, W, 3)`` float32 in [0, 1]."""
         from rlvr_world.video.compressive import CompressiveTokenizer
 
-        ids = self.check(token_ids, num_frames, context_token_ids)
-        ctx = self.check_context(context_token_ids)
+        ids, ctx = self.check(token_ids, num_frames, context_token_ids)
         model = self.tokenizer
         with self._lock:
             if isinstance(model, CompressiveTokenizer):
