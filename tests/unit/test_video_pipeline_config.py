@@ -77,6 +77,11 @@ def test_video_config_refuses_bad_values_and_unknown_fields(tmp_path: Path) -> N
         "tokenizer: {hold_below: 8}\nmodel: {layout: multi_step}": "single-step only",
         "tokenizer: {hold_below: 256}": "hold_below",
         "data: {actions: agent_relative, relative_range: 0}": "relative_range",
+        "data: {source: npz, dir: x, frame_skip: 2}": "data.frame_skip: only PushT recordings",
+        "data: {frame_skip: 0}": "frame_skip",
+        "data: {steps: 3, frame_skip: 4}\nmodel: {context_length: 1}": (
+            "episodes of 3 steps have 1 at data.frame_skip 4"
+        ),
     }
     for text, message in bad.items():
         path = tmp_path / "c.yaml"
@@ -151,8 +156,45 @@ def test_agent_relative_actions_are_the_moves_asked_for(tmp_path: Path) -> None:
         blank = np.zeros((3, 96, 96, 3), np.uint8)
         np.savez(folder / f"ep{i:04d}.npz", frames=blank, actions=actions)
     data = VideoData(episodes=2, held_out=1, actions="agent_relative", image_size=16)
-    with pytest.raises(ValueError, match="needs the recorded agent_pos, the file has"):
+    with pytest.raises(ValueError, match="need the recorded agent_pos, the file has"):
         run_episodes(data, tmp_path / "run")
+
+
+def test_frame_skip_spans_steps_with_the_last_target_as_action(tmp_path: Path) -> None:
+    from rlvr_world.apps.video.config import VideoData
+    from rlvr_world.apps.video.episodes import run_episodes, skip_steps
+    from rlvr_world.video.data import Episode
+
+    frames = np.arange(8, dtype=np.uint8)[:, None, None, None] * np.ones((1, 4, 4, 3), np.uint8)
+    actions = np.arange(14, dtype=np.float32).reshape(7, 2)
+    pos = np.arange(16, dtype=np.float64).reshape(8, 2) * 10.0
+    skipped, spos = skip_steps(Episode(frames, actions, "t"), pos, 3)
+    # 7 steps make two spans of 3 (steps 0-2 and 3-5); the seventh step is cut.
+    assert [int(f[0, 0, 0]) for f in skipped.frames] == [0, 3, 6]
+    np.testing.assert_array_equal(skipped.actions, [[4.0, 5.0], [10.0, 11.0]])
+    np.testing.assert_array_equal(spos, [[0.0, 10.0], [60.0, 70.0], [120.0, 130.0]])
+    with pytest.raises(ValueError, match="frame_skip: 8 leaves no whole span in t"):
+        skip_steps(Episode(frames, actions, "t"), pos, 8)
+    with pytest.raises(ValueError, match="agent_pos: expected 8 rows for t"):
+        skip_steps(Episode(frames, actions, "t"), pos[:5], 2)
+    # Through run_episodes: relative to the agent's position at each span's start.
+    folder = tmp_path / "run" / "data" / "pusht"
+    folder.mkdir(parents=True)
+    for i in range(2):
+        np.savez(
+            folder / f"ep{i:04d}.npz",
+            frames=np.repeat(frames[:, :1, :1], 16, 1).repeat(16, 2),
+            actions=actions,
+            agent_pos=pos,
+        )
+    data = VideoData(
+        episodes=2, steps=7, held_out=1, image_size=16, actions="agent_relative", frame_skip=3
+    )
+    episodes = run_episodes(data, tmp_path / "run")
+    assert [e.length for e in episodes] == [2, 2]
+    np.testing.assert_allclose(episodes[0].actions, [[4.0, -5.0], [-50.0, -59.0]])
+    absolute = run_episodes(data.model_copy(update={"actions": "absolute"}), tmp_path / "run")
+    np.testing.assert_allclose(absolute[0].actions, [[4.0, 5.0], [10.0, 11.0]])
 
 
 def test_spread_is_a_seeded_subset_in_order() -> None:

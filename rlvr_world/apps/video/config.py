@@ -65,6 +65,15 @@ class VideoData(_Section):
         le=512.0,
         description="agent_relative: moves are quantised in [-range, range] per axis (clipped)",
     )
+    frame_skip: int = Field(
+        default=1,
+        ge=1,
+        le=64,
+        description=(
+            "PushT: one model step spans this many simulator steps; its action is the last "
+            "target of the span (agent_relative: minus the agent's position at its start)"
+        ),
+    )
 
     @model_validator(mode="after")
     def _source(self) -> Self:
@@ -80,6 +89,11 @@ class VideoData(_Section):
             raise ValueError(
                 "data.actions: agent_relative needs the agent's position, which only PushT "
                 "recordings (source pusht) carry"
+            )
+        if self.frame_skip > 1 and self.source != "pusht":
+            raise ValueError(
+                "data.frame_skip: only PushT recordings (source pusht) say what a span of steps "
+                "asked for (the last target); read episodes are used as they are"
             )
         if self.held_out + self.validation >= self.episodes and self.source == "pusht":
             raise ValueError("data.held_out + data.validation: must be fewer than data.episodes")
@@ -390,15 +404,17 @@ class VideoPipelineConfig(_Section):
                 "rl.balance_prompts: the reward balancing samples unanchored frames; it cannot "
                 "be combined with model.anchor_dilate"
             )
-        if self.data.source == "pusht" and self.data.steps + 1 < frames:
+        if self.data.source == "pusht" and self.data.steps // self.data.frame_skip + 1 < frames:
             what = (
                 f"model.segment_frames {self.model.segment_frames}"
                 if self.model.layout == "multi_step"
                 else f"model.context_length {self.model.context_length}"
             )
+            have = self.data.steps // self.data.frame_skip + 1
+            skip = f" at data.frame_skip {self.data.frame_skip}" if self.data.frame_skip > 1 else ""
             raise ValueError(
                 f"data.steps: a clip of {what} needs {frames} frames, "
-                f"episodes of {self.data.steps} steps have {self.data.steps + 1}"
+                f"episodes of {self.data.steps} steps have {have}{skip}"
             )
         return self
 

@@ -7,6 +7,10 @@ With ``data.actions: agent_relative`` each PushT action becomes the move it asks
 position minus the agent's position in the frame the action follows (both recorded), so the
 model reads where the agent is told to go relative to where it is, not an arena coordinate it
 would have to match against the pixels; ``action_ranges`` gives the quantiser's bounds either way.
+With ``data.frame_skip: k`` one model step spans ``k`` recorded steps (``skip_steps``): every
+``k``-th frame, and as its action the last target of the span, the place the agent was last told
+to go (agent_relative: minus its position at the span's start); the intermediate targets are
+dropped, and a tail shorter than ``k`` steps is cut.
 ``split_data`` splits them by episode into train, validation and test (``data.seed`` alone),
 ``clip_pairs`` cuts episodes into ``(frames, actions)`` windows and ``spread`` picks a seeded
 subset. The episode format, the split and the resizing themselves are ``rlvr_world.video.data``.
@@ -55,11 +59,35 @@ def agent_relative(episode: Episode, agent_pos: npt.NDArray[np.generic]) -> Epis
     return Episode(episode.frames, moves, episode.source)
 
 
+def skip_steps(
+    episode: Episode, agent_pos: npt.NDArray[np.generic], k: int
+) -> tuple[Episode, npt.NDArray[np.float64]]:
+    """``(episode, agent_pos)`` with one step per ``k`` recorded ones (module docstring)."""
+    from rlvr_world.video.data import Episode
+
+    pos = np.asarray(agent_pos, dtype=np.float64)
+    if pos.shape[0] != episode.length + 1:
+        raise ValueError(
+            f"agent_pos: expected {episode.length + 1} rows for {episode.source}, got {pos.shape}"
+        )
+    spans = episode.length // k
+    if k < 1 or spans < 1:
+        raise ValueError(
+            f"data.frame_skip: {k} leaves no whole span in {episode.source} "
+            f"({episode.length} steps)"
+        )
+    end = spans * k
+    actions = np.ascontiguousarray(episode.actions[k - 1 : end : k])
+    frames = np.ascontiguousarray(episode.frames[: end + 1 : k])
+    return Episode(frames, actions, episode.source), pos[: end + 1 : k]
+
+
 def _agent_pos(path: str | Path) -> npt.NDArray[np.generic]:
     with np.load(path) as npz:
         if "agent_pos" not in npz.files:
             raise ValueError(
-                f"{path}: data.actions agent_relative needs the recorded agent_pos, the file has "
+                f"{path}: data.actions agent_relative and data.frame_skip need the recorded "
+                f"agent_pos, the file has "
                 f"{npz.files}"
             )
         return np.asarray(npz["agent_pos"])
@@ -80,14 +108,20 @@ def run_episodes(d: VideoData, run_dir: Path) -> list[Episode]:
             else record_pusht(d.episodes, d.steps, d.seed, folder)
         )
         episodes = load_episodes(paths)
-        if d.actions == "agent_relative":
-            episodes = [
-                agent_relative(e, _agent_pos(p)) for e, p in zip(episodes, paths, strict=True)
-            ]
+        if d.actions == "agent_relative" or d.frame_skip > 1:
+            episodes = [_pusht_steps(d, e, p) for e, p in zip(episodes, paths, strict=True)]
     else:
         assert d.dir is not None
         episodes = load_episodes(d.dir)
     return [resize_episode(e, d.image_size) for e in episodes]
+
+
+def _pusht_steps(d: VideoData, episode: Episode, path: str | Path) -> Episode:
+    """A recorded PushT episode at ``data.frame_skip``, its actions as ``data.actions`` says."""
+    pos = _agent_pos(path)
+    if d.frame_skip > 1:
+        episode, pos = skip_steps(episode, pos, d.frame_skip)
+    return agent_relative(episode, pos) if d.actions == "agent_relative" else episode
 
 
 def clip_pairs(episodes: Sequence[Episode], length: int) -> list[ClipArrays]:
