@@ -13,6 +13,11 @@ default: LPIPS needs ImageNet weights that are not shipped). Reported, as means 
 * ``repetition_rate``: clips whose decoded prediction copies the decoded last context frame (mean
   absolute difference <= ``repetition_threshold``, ``rewards.video.repeated_frames``), and
   ``token_copy_rate``: the fraction of predicted tokens equal to the last context frame's;
+* ``changed_*`` (``change_stats``): tokens per frame that differ from the last context frame's in
+  the truth (``changed_true``) and in the prediction (``changed_pred``); of the predicted changes,
+  the share at a position whose true token changed too (``changed_precision``); of the true
+  changes, the share predicted changed (``changed_recall``) and predicted exactly
+  (``changed_exact``): where the model moves things, and whether it moves the right ones;
 * ``recon_*``: the same metrics for the true frame's own tokens (the tokenizer's ceiling),
   ``copy_*``: for predicting the last context frame's tokens (the trivial baseline in the model's
   own output space: "nothing moves", through the same tokenizer), and ``raw_copy_*``: for the
@@ -166,6 +171,23 @@ def score_frames(
     return {**metrics, "reward": -loss}
 
 
+def change_stats(
+    pred: NDArray[np.integer[Any]], last: NDArray[np.integer[Any]], truth: NDArray[np.integer[Any]]
+) -> dict[str, float | None]:
+    """Token changes against the last context frame, pooled over clips (module docstring);
+    a share with nothing to count (no predicted or no true change) is None."""
+    moved, real = pred != last, truth != last
+    n_moved, n_real = int(moved.sum()), int(real.sum())
+    nan = None
+    return {
+        "changed_true": float(real.sum(axis=-1).mean()),
+        "changed_pred": float(moved.sum(axis=-1).mean()),
+        "changed_precision": float((moved & real).sum() / n_moved) if n_moved else nan,
+        "changed_recall": float((moved & real).sum() / n_real) if n_real else nan,
+        "changed_exact": float((real & (pred == truth)).sum() / n_real) if n_real else nan,
+    }
+
+
 def _means(prefix: str, metrics: Mapping[str, NDArray[np.float64]]) -> dict[str, float]:
     return {f"{prefix}{name}": float(values.mean()) for name, values in metrics.items()}
 
@@ -248,6 +270,7 @@ def evaluate(  # noqa: PLR0913 (the last three keywords are optional extras)
         "per_clip": _per_clip(model_metrics),
         "repetition_rate": float(repeats.mean()),
         "token_copy_rate": float((pred_tokens == last_tokens).mean()),
+        **change_stats(pred_tokens, last_tokens, truth_tokens),
         "perceptual": next(iter(scorers)),
         "sampling": {"temperature": cfg.temperature, "top_k": cfg.top_k, "seed": cfg.seed},
         "anchor_dilate": cfg.anchor_dilate,

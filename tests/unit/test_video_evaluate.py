@@ -139,6 +139,9 @@ def test_evaluate_reports_metrics_baselines_and_grid(tmp_path: Path) -> None:
         assert np.mean(report["per_clip"][key]) == pytest.approx(report[key])
         assert np.mean(report["per_clip_copy"][key]) == pytest.approx(report[f"copy_{key}"])
     assert 0.0 <= report["token_copy_rate"] <= 1.0
+    # the true frame repeats the last one: nothing truly changed, so recall has nothing to count
+    assert report["changed_true"] == 0.0 and report["changed_recall"] is None
+    assert report["changed_pred"] == pytest.approx(16 * (1 - report["token_copy_rate"]))
     assert json.loads((tmp_path / "eval.json").read_text())["n_clips"] == 5
     grid = np.asarray(Image.open(tmp_path / "grid.png"))
     assert grid.shape[0] == 14 + 3 * (64 + 4) + 4 and grid.shape[1] == 4 * (64 + 4) + 4
@@ -215,3 +218,21 @@ def test_real_pusht_clips_train_save_serve_and_evaluate(tmp_path: Path) -> None:
     )
     assert report["n_clips"] == len(held) and np.isfinite(report["reward"])
     assert (tmp_path / "eval" / "grid.png").is_file()
+
+
+def test_change_stats_count_where_the_model_moves_tokens() -> None:
+    from rlvr_world.video.evaluate import change_stats
+
+    last = np.array([[1, 1, 1, 1], [2, 2, 2, 2]])
+    truth = np.array([[1, 5, 6, 1], [2, 2, 2, 7]])  # 3 true changes
+    pred = np.array([[1, 5, 9, 3], [2, 2, 2, 2]])  # 3 predicted: 2 where truth moved, 1 exact
+    stats = change_stats(pred, last, truth)
+    assert stats == {
+        "changed_true": 1.5,
+        "changed_pred": 1.5,
+        "changed_precision": pytest.approx(2 / 3),
+        "changed_recall": pytest.approx(2 / 3),
+        "changed_exact": pytest.approx(1 / 3),
+    }
+    still = change_stats(last, last, last)
+    assert still["changed_precision"] is None and still["changed_recall"] is None
