@@ -175,6 +175,8 @@ def test_frame_skip_spans_steps_with_the_last_target_as_action(tmp_path: Path) -
     np.testing.assert_array_equal(spos, [[0.0, 10.0], [60.0, 70.0], [120.0, 130.0]])
     with pytest.raises(ValueError, match="frame_skip: 8 leaves no whole span in t"):
         skip_steps(Episode(frames, actions, "t"), pos, 8)
+    with pytest.raises(ValueError, match="frame_skip: 0 leaves no whole span in t"):
+        skip_steps(Episode(frames, actions, "t"), pos, 0)
     with pytest.raises(ValueError, match="agent_pos: expected 8 rows for t"):
         skip_steps(Episode(frames, actions, "t"), pos[:5], 2)
     # Through run_episodes: relative to the agent's position at each span's start.

@@ -121,3 +121,9 @@ def test_mean_report_averages_numbers_and_clips() -> None:
     out = mean_report([a, b])
     assert out["l1"] == 2.0 and out["n_clips"] == 2.0 and out["perceptual"] == "stlpips"
     assert out["per_clip"] == {"l1": [2.0, 4.0]} and out["seeds"] == 2
+    # a share with nothing to count in one seed (None, change_stats) is left out of its mean
+    c = {"changed_precision": 0.5, "changed_recall": None, "changed_exact": None}
+    d = {"changed_precision": None, "changed_recall": 0.25, "changed_exact": None}
+    shares = mean_report([c, d])
+    assert shares["changed_precision"] == 0.5 and shares["changed_recall"] == 0.25
+    assert shares["changed_exact"] is None

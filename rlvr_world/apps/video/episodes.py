@@ -70,8 +70,8 @@ def skip_steps(
         raise ValueError(
             f"agent_pos: expected {episode.length + 1} rows for {episode.source}, got {pos.shape}"
         )
-    spans = episode.length // k
-    if k < 1 or spans < 1:
+    spans = episode.length // k if k >= 1 else 0
+    if spans < 1:
         raise ValueError(
             f"data.frame_skip: {k} leaves no whole span in {episode.source} "
             f"({episode.length} steps)"
@@ -87,8 +87,7 @@ def _agent_pos(path: str | Path) -> npt.NDArray[np.generic]:
         if "agent_pos" not in npz.files:
             raise ValueError(
                 f"{path}: data.actions agent_relative and data.frame_skip need the recorded "
-                f"agent_pos, the file has "
-                f"{npz.files}"
+                f"agent_pos, the file has {npz.files}"
             )
         return np.asarray(npz["agent_pos"])
 

@@ -233,8 +233,13 @@ def mean_report(reports: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for key, value in reports[0].items():
         if _numbers(value):
-            out[key] = np.mean([np.asarray(r[key], dtype=np.float64) for r in reports], axis=0)
+            # a share with nothing to count is None in some seeds (change_stats): left out
+            counted = [r[key] for r in reports if _numbers(r.get(key))]
+            out[key] = np.mean([np.asarray(v, dtype=np.float64) for v in counted], axis=0)
             out[key] = out[key].tolist() if isinstance(value, list) else float(out[key])
+        elif value is None:
+            counted = [r[key] for r in reports if _numbers(r.get(key))]
+            out[key] = float(np.mean(counted)) if counted else None
         else:
             out[key] = value
     if "per_clip" in reports[0]:
