@@ -236,3 +236,47 @@ def test_change_stats_count_where_the_model_moves_tokens() -> None:
     }
     still = change_stats(last, last, last)
     assert still["changed_precision"] is None and still["changed_recall"] is None
+
+
+def test_report_pictures_are_anchored_where_the_run_anchors(tmp_path: Path) -> None:
+    """compare.png's frames are rendered as the evaluations score them: with anchor_dilate set,
+    the last context frame's own pixels wherever the sampled token equals the context token."""
+    from rlvr_world.apps.video.config import SamplingChoice
+    from rlvr_world.apps.video.report import predicted_frames
+    from rlvr_world.video.anchor import last_context_tokens
+    from rlvr_world.video.world_model import visual_ids
+
+    tok = FrameTokenizer(
+        TokenizerConfig(image_size=32, channels=(8, 8, 16), downsample=8, levels=(3, 3))
+    )
+    tiny_model().save_pretrained(tmp_path / "m")
+    rng = np.random.default_rng(2)
+    clips = [
+        (
+            rng.integers(0, 255, size=(2, 32, 32, 3), dtype=np.uint8),
+            rng.uniform(0, 512, size=(1, 2)).astype(np.float32),
+        )
+        for _ in range(4)
+    ]
+    quantizer = ActionQuantizer(np.array([[0.0, 512.0], [0.0, 512.0]]), bins=8)
+    kw = {"vocab": VOCAB, "quantizer": quantizer, "seed": 3}
+    greedy = SamplingChoice(temperature=0.0, top_k=0)
+    plain = predicted_frames(tmp_path / "m", clips, tok, sampling=greedy, **kw)
+    anchored = predicted_frames(tmp_path / "m", clips, tok, sampling=greedy, anchor_dilate=0, **kw)
+    assert plain.shape == anchored.shape == (4, 32, 32, 3)
+    prompts = [s.prompt_ids for s in encode_clips(clips, tok, quantizer, VOCAB)]
+    model = LlamaForCausalLM.from_pretrained(str(tmp_path / "m"))
+    tokens = sample_frames(
+        model, np.array(prompts), 16, visual_ids(VOCAB), EvalConfig(temperature=0.0, seed=3)
+    )
+    raw = np.stack([f[-2] for f, _ in clips]).astype(np.float32) / 255.0
+    kept = 0
+    for i, prompt in enumerate(prompts):
+        same = np.array(last_context_tokens(prompt, 16, 2)) == tokens[i]
+        for k in np.flatnonzero(same):  # an unchanged token: the real frame's pixels, exactly
+            r, c = divmod(int(k), 4)
+            patch = (i, slice(8 * r, 8 * r + 8), slice(8 * c, 8 * c + 8))
+            np.testing.assert_allclose(anchored[patch], raw[patch], atol=1e-6)
+            kept += 1
+    assert 0 < kept < tokens.size  # both kinds of patch occur
+    assert not np.allclose(plain, anchored)

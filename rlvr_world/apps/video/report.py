@@ -64,11 +64,14 @@ def predicted_frames(
     quantizer: ActionQuantizer,
     sampling: SamplingChoice,
     seed: int,
+    anchor_dilate: int | None = None,
 ) -> np.ndarray:
-    """Sampled next frames ``(N, H, W, 3)`` of a saved model for ``clips`` (the eval sampler)."""
+    """Sampled next frames ``(N, H, W, 3)`` of a saved model for ``clips`` (the eval sampler),
+    context-anchored as the evaluations render them when ``anchor_dilate`` is set."""
     import torch
     from transformers import AutoModelForCausalLM
 
+    from rlvr_world.video.anchor import anchor_frames, last_context_tokens
     from rlvr_world.video.evaluate import EvalConfig, sample_frames
     from rlvr_world.video.train_mle import encode_clips
     from rlvr_world.video.world_model import visual_ids
@@ -78,11 +81,23 @@ def predicted_frames(
     seqs = encode_clips(clips, frame_tokenizer, quantizer, vocab)
     prompts = np.array([s.prompt_ids for s in seqs], dtype=np.int64)
     ecfg = EvalConfig(temperature=sampling.temperature, top_k=sampling.top_k, seed=seed)
-    tokens = sample_frames(
-        model, prompts, frame_tokenizer.tokens_per_frame, visual_ids(vocab), ecfg
-    )
+    per_frame = frame_tokenizer.tokens_per_frame
+    tokens = sample_frames(model, prompts, per_frame, visual_ids(vocab), ecfg)
     frames: np.ndarray = frame_tokenizer.decode_tokens(tokens)
-    return frames
+    if anchor_dilate is None:
+        return frames
+    last = np.array([last_context_tokens(p, per_frame, quantizer.dims) for p in prompts])
+    raw = np.stack([f[-2] for f, _ in clips])
+    anchored: np.ndarray = anchor_frames(
+        frames,
+        frame_tokenizer.decode_tokens(last),
+        raw,
+        tokens,
+        last,
+        grid=frame_tokenizer.grid,
+        dilate=anchor_dilate,
+    )
+    return anchored
 
 
 def write_run_report(
@@ -101,7 +116,11 @@ def write_run_report(
         steps = cfg.model.segment_frames
         rows = [(np.stack([f[0], f[1], f[steps]]), a) for f, a in rows]
     seed = cfg.eval.seed + cfg.run.seed
-    preds = {name: _predicted(s, path, rows, sampling, seed) for name, path in models.items()}
+    anchor = cfg.model.anchor_dilate
+    preds = {
+        name: _predicted(s, path, rows, sampling, seed, anchor_dilate=anchor)
+        for name, path in models.items()
+    }
     extras = [write_compare(run_dir / "compare.png", rows, preds)]
     curves = write_curves(run_dir)
     if curves is not None:
@@ -118,9 +137,11 @@ def _predicted(
     rows: Sequence[ClipArrays],
     sampling: SamplingChoice,
     seed: int,
+    *,
+    anchor_dilate: int | None = None,
 ) -> np.ndarray:
-    """Sampled frames of the grid rows (the first held-out clips): the next frame, or the
-    last of a multi-step rollout."""
+    """Sampled frames of the grid rows (the first held-out clips): the next frame (anchored
+    where the run anchors), or the last of a multi-step rollout."""
     from rlvr_world.video.layout import MultiStepVocab, SingleStepVocab
 
     if isinstance(s.vocab, SingleStepVocab):
@@ -132,6 +153,7 @@ def _predicted(
             quantizer=s.quantizer,
             sampling=sampling,
             seed=seed,
+            anchor_dilate=anchor_dilate,
         )
     import torch
     from transformers import AutoModelForCausalLM
