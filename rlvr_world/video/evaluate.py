@@ -178,13 +178,12 @@ def change_stats(
     a share with nothing to count (no predicted or no true change) is None."""
     moved, real = pred != last, truth != last
     n_moved, n_real = int(moved.sum()), int(real.sum())
-    nan = None
     return {
         "changed_true": float(real.sum(axis=-1).mean()),
         "changed_pred": float(moved.sum(axis=-1).mean()),
-        "changed_precision": float((moved & real).sum() / n_moved) if n_moved else nan,
-        "changed_recall": float((moved & real).sum() / n_real) if n_real else nan,
-        "changed_exact": float((real & (pred == truth)).sum() / n_real) if n_real else nan,
+        "changed_precision": float((moved & real).sum() / n_moved) if n_moved else None,
+        "changed_recall": float((moved & real).sum() / n_real) if n_real else None,
+        "changed_exact": float((real & (pred == truth)).sum() / n_real) if n_real else None,
     }
 
 
