@@ -173,9 +173,10 @@ def build_headline(
     )
 
 
-def describe(headline: Headline) -> str:
+def describe(headline: Headline, *, digits: int = 3) -> str:
     """One plain sentence on the comparison, saying when the interval includes 0 and naming each
-    baseline RLVR does not beat."""
+    baseline RLVR does not beat; numbers to ``digits`` decimals (4 for the video rewards, whose
+    differences are thousandths)."""
     h = headline
     diff = h.rlvr - h.control
     verdict = (
@@ -183,13 +184,14 @@ def describe(headline: Headline) -> str:
         if h.ci95_excludes_zero
         else "the interval includes 0: no difference shown"
     )
+    d = digits
     text = (
-        f"{h.metric}: start {h.start:.3f}, control {h.control:.3f}, RLVR {h.rlvr:.3f} "
-        f"(n = {h.n}, seeds {h.seeds}); RLVR - control {diff:+.3f}, 95% CI "
-        f"[{h.ci95[0]:+.3f}, {h.ci95[1]:+.3f}]: {verdict}"
+        f"{h.metric}: start {h.start:.{d}f}, control {h.control:.{d}f}, RLVR {h.rlvr:.{d}f} "
+        f"(n = {h.n}, seeds {h.seeds}); RLVR - control {diff:+.{d}f}, 95% CI "
+        f"[{h.ci95[0]:+.{d}f}, {h.ci95[1]:+.{d}f}]: {verdict}"
     )
     if h.baselines:
-        text += "; baselines: " + ", ".join(f"{k} {v:.3f}" for k, v in h.baselines.items())
+        text += "; baselines: " + ", ".join(f"{k} {v:.{d}f}" for k, v in h.baselines.items())
         unbeaten = [
             k
             for k, v in h.baselines.items()

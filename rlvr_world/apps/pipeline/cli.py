@@ -50,12 +50,16 @@ def add_pool_parser(sub: Any) -> argparse.ArgumentParser:
     """Register ``pool`` on the ``rlvr-world`` subcommands."""
     parser: argparse.ArgumentParser = sub.add_parser(
         "pool",
-        help="one headline over several seeds of a language run (paired bootstrap over items)",
+        help="one headline over several seeds of a language or video run (paired bootstrap "
+        "over items)",
         description="Reads each run directory's summary.json and eval_{start,control,rlvr}.jsonl "
         "(runs of one config with different run.seed), keeps the items every model of every run "
         "answered, averages each item over the seeds and prints the pooled headline; then the "
         "seed-level comparison (each run on all its own items, a Student-t interval over the "
-        "seeds), the one that remains when seeds drew different items (the text game).",
+        "seeds), the one that remains when seeds drew different items (the text game). Video "
+        "runs (config.json task: video) are read from their per-clip eval.json reports: each "
+        "run's RL seeds are averaged per clip, then the runs, with copying the last frame as "
+        "the baseline and one headline per metric.",
     )
     parser.add_argument("runs", type=Path, nargs="+", help="run directories (at least 2)")
     parser.add_argument("--out", type=Path, default=None, help="write the pooled JSON here")
@@ -72,11 +76,22 @@ def run_pool(args: argparse.Namespace) -> int:
         print(f"rlvr-world pool: {exc}")
         return 2
     head = pooled["headline"] or {"splits": {}}
+    # video rewards differ in the thousandths
+    d = 4 if pooled.get("task") == "video" else 3
     print(pooled["headline_text"])
     for seed, means in pooled["per_seed"].items():
+        copy = means.get("copy_last_frame")
         print(
-            f"seed {seed}: start {means['start']:.3f}, control {means['control']:.3f}, "
-            f"RLVR {means['rlvr']:.3f}"
+            f"seed {seed}: start {means['start']:.{d}f}, control {means['control']:.{d}f}, "
+            f"RLVR {means['rlvr']:.{d}f}" + ("" if copy is None else f", copy {copy:.{d}f}")
+        )
+    for name, term in pooled.get("headline_terms", {}).items():
+        low, high = term["ci95"]
+        print(
+            f"{name}: start {term['start']:.{d}f}, control {term['control']:.{d}f}, RLVR "
+            f"{term['rlvr']:.{d}f}, copy {term['copy_last_frame']:.{d}f}; RLVR - control "
+            f"[{low:+.{d}f}, {high:+.{d}f}]"
+            + ("" if term["higher_is_better"] else " (lower is better)")
         )
     for name, split in head["splits"].items():
         low, high = split["ci95"]
@@ -90,14 +105,21 @@ def run_pool(args: argparse.Namespace) -> int:
         if name not in seeds:
             continue
         part = seeds[name]
-        for key, label in (("rlvr_minus_control", "control"), ("rlvr_minus_start", "start")):
-            d = part[key]
-            low, high = d["ci95"]
-            note = "" if d["ci95_excludes_zero"] else ", includes 0"
+        for key, label in (
+            ("rlvr_minus_control", "RLVR - control"),
+            ("rlvr_minus_start", "RLVR - start"),
+            ("rlvr_minus_copy", "RLVR - copy"),
+            ("control_minus_copy", "control - copy"),
+        ):
+            if key not in part:
+                continue
+            diff = part[key]
+            low, high = diff["ci95"]
+            note = "" if diff["ci95_excludes_zero"] else ", includes 0"
             print(
-                f"across seeds, {name} (seeds as units, each on its own items): RLVR - "
-                f"{label} {d['mean']:+.3f} [{low:+.3f}, {high:+.3f}]{note}; per seed "
-                + ", ".join(f"{v:+.3f}" for v in d["per_seed"])
+                f"across seeds, {name} (seeds as units, each on its own items): {label} "
+                f"{diff['mean']:+.{d}f} [{low:+.{d}f}, {high:+.{d}f}]{note}; per seed "
+                + ", ".join(f"{v:+.{d}f}" for v in diff["per_seed"])
             )
     if args.out is not None:
         args.out.write_text(json.dumps(pooled, indent=1))

@@ -1,4 +1,5 @@
-"""``rlvr-world pool RUN_DIR ...``: one headline over several seeds of a language run.
+"""``rlvr-world pool RUN_DIR ...``: one headline over several seeds of a language run (video
+runs: ``rlvr_world.apps.video.pool``, which ``pool_runs`` hands them to).
 
 Each run directory is one ``rlvr-world run`` of the same config with another ``run.seed`` (the
 held-out items are the same when the config fixes them: every text-game seed draws its own
@@ -65,6 +66,10 @@ def pool_runs(run_dirs: Sequence[Path]) -> dict[str, Any]:
     start / control / RLVR means on the pooled items (``per_seed``)."""
     if len(run_dirs) < 2:  # noqa: PLR2004 (a pool is at least two runs)
         raise PoolError(f"pool needs at least 2 run directories, got {len(run_dirs)}")
+    from rlvr_world.apps.video.pool import is_video_run, pool_video_runs
+
+    if any(is_video_run(d) for d in run_dirs):
+        return pool_video_runs(run_dirs)
     runs = [(d, *_run(d)) for d in run_dirs]
     first = runs[0][1]["headline"]
     seeds: list[int] = []
@@ -137,7 +142,7 @@ def _few_common(common: int, runs: Sequence[tuple[Path, Any, dict[str, list[Answ
     )
 
 
-def _t_interval(values: Sequence[float]) -> dict[str, Any]:
+def t_interval(values: Sequence[float]) -> dict[str, Any]:
     """Mean, 95% Student-t interval over ``values`` (at least two), and each value."""
     from scipy import stats
 
@@ -179,7 +184,7 @@ def across_seeds(
         out[name] = {
             **{m: float(np.mean([r[m] for r in runs])) for m in MODELS},
             "n_per_seed": [int(r["n"]) for r in runs],
-            "rlvr_minus_control": _t_interval([r["rlvr"] - r["control"] for r in runs]),
-            "rlvr_minus_start": _t_interval([r["rlvr"] - r["start"] for r in runs]),
+            "rlvr_minus_control": t_interval([r["rlvr"] - r["control"] for r in runs]),
+            "rlvr_minus_start": t_interval([r["rlvr"] - r["start"] for r in runs]),
         }
     return out
