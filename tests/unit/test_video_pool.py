@@ -113,6 +113,7 @@ def _remove(run: Path, name: str) -> None:
         ("short_report", "4 clips where the start has 8"),
         ("language_run", "not a video run"),
         ("no_start", "cannot read the MLE start's evaluation"),
+        ("bad_seeds", "seeds that are not integers"),
     ],
 )
 def test_run_sets_that_cannot_be_pooled_say_why(tmp_path: Path, spoil: str, message: str) -> None:
@@ -134,6 +135,10 @@ def test_run_sets_that_cannot_be_pooled_say_why(tmp_path: Path, spoil: str, mess
         path.write_text(json.dumps({"per_clip": short}))
     if spoil == "language_run":
         (second / "config.json").write_text(json.dumps({"task": "text_game"}))
+    if spoil == "bad_seeds":
+        summary = json.loads((second / "summary.json").read_text())
+        summary["headline"]["seeds"] = ["one"]
+        (second / "summary.json").write_text(json.dumps(summary))
     if spoil == "no_start":
         _remove(second / "eval" / "mle", "eval.json")
     with pytest.raises(PoolError, match=message):

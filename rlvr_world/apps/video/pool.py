@@ -71,8 +71,11 @@ class _VideoRun:
         if not isinstance(head, dict):
             raise PoolError(f"{run_dir}: summary.json has no headline (a run that did not finish)")
         self.metric = str(head.get("metric"))
-        self.rl_seeds = [int(s) for s in head.get("seeds", [])]
-        self.seed = int(config.get("run", {}).get("seed", 0))
+        try:
+            self.rl_seeds = [int(s) for s in head.get("seeds", [])]
+            self.seed = int((config.get("run") or {}).get("seed", 0))
+        except (TypeError, ValueError):
+            raise PoolError(f"{run_dir}: seeds that are not integers") from None
         self.perceptual = str((summary.get("perceptual") or {}).get("metric", ""))
         if not self.perceptual:
             raise PoolError(f"{run_dir}: summary.json does not name its perceptual metric")
