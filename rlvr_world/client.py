@@ -153,7 +153,7 @@ def _tensor(arr: np.ndarray) -> common_pb2.Tensor:
     return common_pb2.Tensor(data=a.tobytes(), shape=list(a.shape), dtype=a.dtype.name)
 
 
-def frames_request(
+def frames_request(  # noqa: PLR0913 (the frames, then one keyword per VideoOptions field)
     pred: np.ndarray,
     target: np.ndarray,
     previous_frame: np.ndarray | None = None,
@@ -163,8 +163,10 @@ def frames_request(
     lpips_net: str = "",
     repetition_penalty: float = 0.0,
     request_id: str = "",
+    patch_grid: tuple[int, int] | None = None,
 ) -> reward_pb2.ScoreRequest:
-    """Video request from numpy frames (T, H, W, C) or (H, W, C), uint8 or float in [0, 1]."""
+    """Video request from numpy frames (T, H, W, C) or (H, W, C), uint8 or float in [0, 1];
+    ``patch_grid`` ``(rows, cols)`` asks for the reward of each patch too."""
     req = reward_pb2.ScoreRequest(
         request_id=request_id,
         task=common_pb2.TASK_VIDEO,
@@ -176,6 +178,7 @@ def frames_request(
                 aggregation=aggregation,
                 lpips_net=lpips_net,
                 repetition_penalty=repetition_penalty,
+                patch_grid=list(patch_grid or ()),
             )
         ),
     )
@@ -190,6 +193,7 @@ def to_result(resp: reward_pb2.ScoreResponse) -> RewardResult:
         status=_STATUS.get(resp.status, Status.ERROR),
         metrics=dict(resp.metrics),
         message=resp.message,
+        patch_rewards=tuple(resp.patch_rewards),
     )
 
 

@@ -131,6 +131,16 @@ class GrpoConfig(_Section):
         "(keeps a frozen reference and costs one no-grad forward per micro-batch)",
     )
     epsilon: float = Field(default=1e-6, gt=0.0, le=1.0, description="std epsilon")
+    token_credit: float = Field(
+        default=0.0,
+        ge=0.0,
+        le=1.0,
+        description=(
+            "weight of per-token advantages for groups whose samples carry token_rewards "
+            "(a video frame scored per patch): each token trains with (1 - w) * its sample's "
+            "advantage + w * its own (rlvr_world.grpo.groups); 0: one advantage per sample"
+        ),
+    )
 
     @model_validator(mode="after")
     def _names(self) -> GrpoConfig:

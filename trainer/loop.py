@@ -225,8 +225,10 @@ class Trainer:
             norm_adv_by_std=g.norm_adv_by_std,
             unparseable_reward=g.unparseable_reward,
             truncated_reward=g.truncated_reward,
+            token_credit=g.token_credit,
         )
         diagnostics = group_diagnostics(groups, self.state.step)
+        diagnostics["token_credit_groups"] = float(prepared.token_credit_groups)
         for group in groups:
             self.seen.add(group.group_id)
             if group.group_id in prepared.dropped:

@@ -151,7 +151,15 @@ def pack(
         else:
             rmask[i, :n] = torch.tensor(s.loss_mask, dtype=rmask.dtype)
         old[i, :n] = torch.tensor(s.behaviour_logprobs)
-        adv[i, :n] = s.advantage
+        if s.token_advantages is None:
+            adv[i, :n] = s.advantage
+        elif len(s.token_advantages) != n:
+            raise ValueError(
+                f"token_advantages of sample {i} has {len(s.token_advantages)} entries for {n} "
+                "response tokens"
+            )
+        else:
+            adv[i, :n] = torch.tensor(s.token_advantages, dtype=adv.dtype)
     ids, attn, index, resp, rmask, old, adv = (
         t.to(device) for t in (ids, attn, index, resp, rmask, old, adv)
     )

@@ -7,6 +7,13 @@ vid_wm fork's option, off in the released scripts) divides by the mean of the gr
 
 Samples marked invalid are excluded from the group statistics and get advantage 0. This module
 does not drop groups; ``rlvr_world.grpo.groups`` does.
+
+``token_normalized_scores`` is the per-token form for samples that carry a reward per token
+(a video frame scored per patch): for one group's rewards ``r (n, L)``, each position is centred
+on the group, ``c_it = r_it - mean_i r_it``, and divided by one scale for the whole group, the
+root of the mean over positions of the unbiased per-position variance: ``A_it = c_it / (s + eps)``,
+``s^2 = sum_it c_it^2 / ((n - 1) L)``. A token whose patch came out the same in every sample gets
+0, and the group's advantages keep GRPO's unit variance (not verl; our extension).
 """
 
 from __future__ import annotations
@@ -73,3 +80,20 @@ def grpo_outcome_advantage(
             uniform_std=uniform_std,
         )
         return adv.unsqueeze(-1) * response_mask
+
+
+def token_normalized_scores(
+    rewards: torch.Tensor, *, epsilon: float = 1e-6, norm_adv_by_std: bool = True
+) -> torch.Tensor:
+    """Per-token advantages ``(n, L)`` of one group's per-token rewards ``(n, L)``, n >= 2
+    (module docstring); ``norm_adv_by_std=False`` keeps the centred rewards."""
+    if rewards.dim() != 2 or rewards.shape[0] < 2 or rewards.shape[1] < 1:  # noqa: PLR2004
+        raise ValueError(
+            f"rewards must be (n >= 2 samples, L >= 1 tokens), got {tuple(rewards.shape)}"
+        )
+    centred = rewards - rewards.mean(dim=0, keepdim=True)
+    if not norm_adv_by_std:
+        return centred
+    n, length = rewards.shape
+    scale = torch.sqrt(centred.square().sum() / ((n - 1) * length))
+    return centred / (scale + epsilon)

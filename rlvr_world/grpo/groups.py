@@ -17,6 +17,12 @@ advantages are 0, so they add no policy gradient (only KL and entropy terms).
 Rewards reaching the advantage are finite by the schema's validation, so no NaN reaches the loss.
 A sample's ``loss_mask`` (tokens the rollout forced) travels with it to the trainer's response mask;
 masked tokens still count as the sample's tokens for the group statistics (one reward per sample).
+
+``token_credit`` λ in (0, 1] mixes in per-token advantages where a group can have them: every
+valid sample carries ``token_rewards`` of one common length and trains with its scored reward
+(not ``truncated_reward`` or ``unparseable_reward``). Then each token's advantage is
+``(1 - λ) A_i + λ A_it`` with ``A_it`` from ``advantage.token_normalized_scores``; other groups
+keep ``A_i`` on every token. ``PreparedBatch.token_credit_groups`` counts the groups that had it.
 """
 
 from __future__ import annotations
@@ -26,7 +32,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from rlvr_world.grpo.advantage import group_normalized_scores
+from rlvr_world.grpo.advantage import group_normalized_scores, token_normalized_scores
 from rlvr_world.queue.schema import ScoredGroup, ScoredSample
 from rlvr_world.rewards.types import Status
 
@@ -45,6 +51,8 @@ class TrainSample:
     advantage: float
     #: Per response token, 1 trained and 0 left out of every loss term; None: all trained.
     loss_mask: tuple[int, ...] | None = None
+    #: Per response token, its advantage (``token_credit``); None: ``advantage`` on every token.
+    token_advantages: tuple[float, ...] | None = None
 
 
 @dataclass(frozen=True)
@@ -55,6 +63,8 @@ class PreparedBatch:
     dropped: dict[str, str] = field(default_factory=dict)
     #: Kept groups whose training rewards are all equal (advantage 0 for every sample).
     zero_spread: int = 0
+    #: Kept groups trained with per-token advantages (``token_credit`` > 0).
+    token_credit_groups: int = 0
 
     @property
     def group_ids(self) -> list[str]:
@@ -108,8 +118,12 @@ def prepare_groups(
     norm_adv_by_std: bool = True,
     unparseable_reward: float | None = None,
     truncated_reward: float | None = None,
+    token_credit: float = 0.0,
 ) -> PreparedBatch:
-    """Compute advantages over the valid samples of each group; drop groups with < 2 valid."""
+    """Compute advantages over the valid samples of each group; drop groups with < 2 valid.
+    ``token_credit`` (0..1): the weight of per-token advantages (module docstring)."""
+    if not 0.0 <= token_credit <= 1.0:
+        raise ValueError(f"token_credit must lie in [0, 1], got {token_credit!r}")
     kept: list[tuple[ScoredGroup, int]] = []
     rewards: list[float] = []
     dropped: dict[str, str] = {}
@@ -132,6 +146,18 @@ def prepare_groups(
         epsilon=epsilon,
         norm_adv_by_std=norm_adv_by_std,
     )
+    per_token = (
+        _token_advantages(
+            kept,
+            adv,
+            scores,
+            epsilon=epsilon,
+            norm_adv_by_std=norm_adv_by_std,
+            token_credit=token_credit,
+        )
+        if token_credit > 0
+        else {}
+    )
     samples = [
         TrainSample(
             group_id=g.group_id,
@@ -141,7 +167,41 @@ def prepare_groups(
             reward=float(scores[k]),
             advantage=float(adv[k]),
             loss_mask=_mask(g.samples[i]),
+            token_advantages=per_token.get(k),
         )
         for k, (g, i) in enumerate(kept)
     ]
-    return PreparedBatch(samples, dropped, zero_spread)
+    groups_with = len({kept[k][0].group_id for k in per_token})
+    return PreparedBatch(samples, dropped, zero_spread, groups_with)
+
+
+def _token_advantages(
+    kept: Sequence[tuple[ScoredGroup, int]],
+    adv: torch.Tensor,
+    scores: torch.Tensor,
+    *,
+    epsilon: float,
+    norm_adv_by_std: bool,
+    token_credit: float,
+) -> dict[int, tuple[float, ...]]:
+    """Per-token advantages by position in ``kept``, for the groups that can have them."""
+    members: dict[str, list[int]] = {}
+    for k, (g, _) in enumerate(kept):
+        members.setdefault(g.group_id, []).append(k)
+    out: dict[int, tuple[float, ...]] = {}
+    for idx in members.values():
+        rows = [kept[k][0].samples[kept[k][1]] for k in idx]
+        rewards = [s.token_rewards for s in rows]
+        if any(r is None for r in rewards) or len({len(r or ()) for r in rewards}) != 1:
+            continue
+        if any(float(scores[k]) != s.reward for k, s in zip(idx, rows, strict=True)):
+            continue  # trains with truncated_reward / unparseable_reward: one reward per sample
+        tok = token_normalized_scores(
+            torch.tensor(rewards, dtype=torch.float64),
+            epsilon=epsilon,
+            norm_adv_by_std=norm_adv_by_std,
+        )
+        for row, k in enumerate(idx):
+            mixed = (1.0 - token_credit) * adv[k] + token_credit * tok[row]
+            out[k] = tuple(float(a) for a in mixed)
+    return out

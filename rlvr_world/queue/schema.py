@@ -44,8 +44,8 @@ class SchemaError(ValueError):
 
 class ScoredSample(BaseModel):
     """One sampled response: tokens, behaviour log-probs (one per token), reward and status,
-    optionally which tokens the trainer leaves out of the loss (``loss_mask``), and whether it was
-    cut at the token limit (``truncated``)."""
+    optionally which tokens the trainer leaves out of the loss (``loss_mask``), whether it was
+    cut at the token limit (``truncated``) and a reward per token (``token_rewards``)."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
@@ -74,6 +74,15 @@ class ScoredSample(BaseModel):
         ),
     )
 
+    token_rewards: list[float] | None = Field(
+        default=None,
+        description=(
+            "per response token, that token's own share of the reward (a single-step video "
+            "frame scored per patch: token k gets patch k's reward); null: one reward for the "
+            "whole sample. Used by the trainer's grpo.token_credit"
+        ),
+    )
+
     @model_validator(mode="after")
     def _check(self) -> ScoredSample:
         if len(self.token_ids) != len(self.logprobs):
@@ -86,6 +95,14 @@ class ScoredSample(BaseModel):
                 f"loss_mask has {len(self.loss_mask)} entries but token_ids has "
                 f"{len(self.token_ids)}: one mask bit per response token is required"
             )
+        if self.token_rewards is not None:
+            if len(self.token_rewards) != len(self.token_ids):
+                raise ValueError(
+                    f"token_rewards has {len(self.token_rewards)} entries but token_ids has "
+                    f"{len(self.token_ids)}: one reward per response token is required"
+                )
+            if not all(math.isfinite(r) for r in self.token_rewards):
+                raise ValueError("token_rewards must be finite")
         if self.status is Status.OK:
             if self.reward is None or not math.isfinite(self.reward):
                 raise ValueError(f"reward must be finite when status is ok, got {self.reward!r}")

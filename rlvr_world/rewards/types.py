@@ -35,10 +35,16 @@ class RewardResult:
     status: Status
     metrics: Mapping[str, float] = field(default_factory=dict)
     message: str = ""
+    #: Video scored with a patch grid: the reward of each (frame, row, column) cell, C order;
+    #: empty otherwise (``rlvr_world.rewards.video.patch_rewards``).
+    patch_rewards: tuple[float, ...] = ()
 
     def __post_init__(self) -> None:
         if not math.isfinite(self.reward):
             raise ValueError(f"reward must be finite, got {self.reward!r}")
+        object.__setattr__(self, "patch_rewards", tuple(float(r) for r in self.patch_rewards))
+        if not all(math.isfinite(r) for r in self.patch_rewards):
+            raise ValueError("patch_rewards must be finite")
 
     @property
     def ok(self) -> bool:
@@ -52,6 +58,8 @@ class RewardResult:
         }
         if self.message:
             out["message"] = self.message
+        if self.patch_rewards:
+            out["patch_rewards"] = list(self.patch_rewards)
         return out
 
 

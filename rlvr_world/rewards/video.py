@@ -98,7 +98,9 @@ class VideoRewardConfig:
     ``gamma^t`` weights; ``gamma`` in (0, 1]). ``repetition_penalty`` (>= 0) is added to the loss of
     each predicted frame whose mean absolute difference to the frame before it (the given
     ``previous_frame`` for the first one) is at most ``repetition_threshold``. ``lpips_net`` is the
-    backbone the perceptual scorers must use.
+    backbone the perceptual scorers must use. ``patch_grid`` ``(rows, cols)``: also compute the
+    reward of each cell of that grid (``patch_rewards``); the frames' height and width must be
+    multiples of it.
     """
 
     weights: Mapping[str, float] = field(default_factory=_default_weights)
@@ -107,9 +109,12 @@ class VideoRewardConfig:
     repetition_penalty: float = 0.0
     repetition_threshold: float = 1e-3
     lpips_net: str = "vgg"
+    patch_grid: tuple[int, int] | None = None
 
     def __post_init__(self) -> None:
         _check_weights(self.weights)
+        if self.patch_grid is not None:
+            object.__setattr__(self, "patch_grid", _check_grid(self.patch_grid))
         object.__setattr__(
             self, "weights", MappingProxyType({k: float(v) for k, v in self.weights.items()})
         )
@@ -129,6 +134,18 @@ class VideoRewardConfig:
     def active(self) -> tuple[str, ...]:
         """Metric names with a positive weight, in ``METRIC_NAMES`` order."""
         return tuple(m for m in METRIC_NAMES if self.weights.get(m, 0.0) > 0.0)
+
+
+def _check_grid(grid: object) -> tuple[int, int]:
+    if (
+        not isinstance(grid, tuple | list)
+        or len(grid) != 2  # noqa: PLR2004 (rows, cols)
+        or not all(isinstance(n, int) and not isinstance(n, bool) and n > 0 for n in grid)
+    ):
+        raise InvalidInput(
+            f"patch_grid: expected (rows, cols), two positive integers, got {grid!r}"
+        )
+    return int(grid[0]), int(grid[1])
 
 
 def _check_weights(weights: Mapping[str, float]) -> None:
@@ -280,6 +297,46 @@ def repeated_frames(
     return flags
 
 
+#: Metrics whose per-frame value is the mean of per-pixel values, so a patch has its own.
+PATCH_METRICS = ("l1", "mse")
+
+
+def patch_means(x: FloatArray, grid: tuple[int, int]) -> FloatArray:
+    """``x (T, H, W, C)`` averaged over each cell of a ``(rows, cols)`` grid and the channels:
+    ``(T, rows, cols)``. ``InvalidInput`` when H or W is not a multiple of the grid."""
+    rows, cols = grid
+    t, h, w, c = x.shape
+    if h % rows or w % cols:
+        raise InvalidInput(
+            f"patch_grid: frames of {h}x{w} do not split into a {rows}x{cols} grid of equal patches"
+        )
+    cells = x.reshape(t, rows, h // rows, cols, w // cols, c)
+    return np.asarray(cells.mean(axis=(2, 4, 5)), dtype=np.float64)
+
+
+def patch_rewards(
+    pred: FloatArray,
+    target: FloatArray,
+    config: VideoRewardConfig,
+    frame_loss: FloatArray,
+    grid: tuple[int, int],
+) -> FloatArray:
+    """The reward of each patch, ``(T, rows, cols)``: ``-(sum over l1/mse of w_m * the patch's
+    loss_m + the frame's loss from every other term)``, where ``frame_loss (T,)`` is the frame's
+    whole weighted loss (repetition penalty included). Patches are equal, so a frame's patch
+    rewards average to ``-frame_loss``; the terms without a per-pixel form (PSNR, SSIM,
+    perceptual distances, the repetition penalty) are shared by every patch of the frame."""
+    diff = pred - target
+    local = np.zeros((pred.shape[0], *grid), dtype=np.float64)
+    for name in PATCH_METRICS:
+        weight = config.weights.get(name, 0.0)
+        if weight > 0.0:
+            per_pixel = np.abs(diff) if name == "l1" else np.square(diff)
+            cells = patch_means(per_pixel, grid)
+            local += weight * (cells - cells.mean(axis=(1, 2), keepdims=True))
+    return -(local + frame_loss[:, None, None])
+
+
 def aggregate(loss: FloatArray, aggregation: str, gamma: float) -> float:
     """Combine per-frame losses: ``mean``, ``last``, or ``sum gamma^t l_t / sum gamma^t``."""
     if aggregation == "mean":
@@ -386,6 +443,12 @@ def score_video(
                 f"prediction: an ssim weight needs frames of at least {SSIM_WINDOW}x{SSIM_WINDOW}, "
                 f"got {p.shape[1]}x{p.shape[2]}"
             )
+        grid = config.patch_grid
+        if grid is not None and (p.shape[1] % grid[0] or p.shape[2] % grid[1]):
+            raise InvalidInput(
+                f"patch_grid: frames of {p.shape[1]}x{p.shape[2]} do not split into a "
+                f"{grid[0]}x{grid[1]} grid of equal patches"
+            )
     except InvalidInput as exc:
         return failed(Status.INVALID_INPUT, str(exc))
     try:
@@ -406,4 +469,5 @@ def score_video(
     report = {name: float(values.mean()) for name, values in metrics.items()}
     report["repetition_rate"] = float(repeats.sum()) / checked if checked else 0.0
     report["n_frames"] = float(p.shape[0])
-    return RewardResult(reward=reward, status=Status.OK, metrics=report)
+    patches = () if grid is None else tuple(patch_rewards(p, t, config, loss_t, grid).ravel())
+    return RewardResult(reward=reward, status=Status.OK, metrics=report, patch_rewards=patches)

@@ -8,7 +8,7 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 DESCRIPTOR: _descriptor.FileDescriptor
 
 class VideoOptions(_message.Message):
-    __slots__ = ("weights", "aggregation", "gamma", "repetition_penalty", "repetition_threshold", "lpips_net")
+    __slots__ = ("weights", "aggregation", "gamma", "repetition_penalty", "repetition_threshold", "lpips_net", "patch_grid")
     class WeightsEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -22,13 +22,15 @@ class VideoOptions(_message.Message):
     REPETITION_PENALTY_FIELD_NUMBER: _ClassVar[int]
     REPETITION_THRESHOLD_FIELD_NUMBER: _ClassVar[int]
     LPIPS_NET_FIELD_NUMBER: _ClassVar[int]
+    PATCH_GRID_FIELD_NUMBER: _ClassVar[int]
     weights: _containers.ScalarMap[str, float]
     aggregation: str
     gamma: float
     repetition_penalty: float
     repetition_threshold: float
     lpips_net: str
-    def __init__(self, weights: _Optional[_Mapping[str, float]] = ..., aggregation: _Optional[str] = ..., gamma: _Optional[float] = ..., repetition_penalty: _Optional[float] = ..., repetition_threshold: _Optional[float] = ..., lpips_net: _Optional[str] = ...) -> None: ...
+    patch_grid: _containers.RepeatedScalarFieldContainer[int]
+    def __init__(self, weights: _Optional[_Mapping[str, float]] = ..., aggregation: _Optional[str] = ..., gamma: _Optional[float] = ..., repetition_penalty: _Optional[float] = ..., repetition_threshold: _Optional[float] = ..., lpips_net: _Optional[str] = ..., patch_grid: _Optional[_Iterable[int]] = ...) -> None: ...
 
 class ScoreOptions(_message.Message):
     __slots__ = ("variant", "reward_type", "video")
@@ -63,7 +65,7 @@ class ScoreRequest(_message.Message):
     def __init__(self, request_id: _Optional[str] = ..., task: _Optional[_Union[_common_pb2.Task, str]] = ..., text: _Optional[str] = ..., frames: _Optional[_Union[_common_pb2.Tensor, _Mapping]] = ..., ground_truth: _Optional[str] = ..., target_frames: _Optional[_Union[_common_pb2.Tensor, _Mapping]] = ..., previous_frame: _Optional[_Union[_common_pb2.Tensor, _Mapping]] = ..., extra_info_json: _Optional[str] = ..., options: _Optional[_Union[ScoreOptions, _Mapping]] = ...) -> None: ...
 
 class ScoreResponse(_message.Message):
-    __slots__ = ("request_id", "reward", "status", "metrics", "message")
+    __slots__ = ("request_id", "reward", "status", "metrics", "message", "patch_rewards")
     class MetricsEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -76,12 +78,14 @@ class ScoreResponse(_message.Message):
     STATUS_FIELD_NUMBER: _ClassVar[int]
     METRICS_FIELD_NUMBER: _ClassVar[int]
     MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    PATCH_REWARDS_FIELD_NUMBER: _ClassVar[int]
     request_id: str
     reward: float
     status: _common_pb2.RewardStatus
     metrics: _containers.ScalarMap[str, float]
     message: str
-    def __init__(self, request_id: _Optional[str] = ..., reward: _Optional[float] = ..., status: _Optional[_Union[_common_pb2.RewardStatus, str]] = ..., metrics: _Optional[_Mapping[str, float]] = ..., message: _Optional[str] = ...) -> None: ...
+    patch_rewards: _containers.RepeatedScalarFieldContainer[float]
+    def __init__(self, request_id: _Optional[str] = ..., reward: _Optional[float] = ..., status: _Optional[_Union[_common_pb2.RewardStatus, str]] = ..., metrics: _Optional[_Mapping[str, float]] = ..., message: _Optional[str] = ..., patch_rewards: _Optional[_Iterable[float]] = ...) -> None: ...
 
 class ScoreBatchRequest(_message.Message):
     __slots__ = ("requests",)

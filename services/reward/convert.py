@@ -114,6 +114,7 @@ class VideoSpec:
     repetition_penalty: float | None = None
     repetition_threshold: float | None = None
     lpips_net: str | None = None
+    patch_grid: tuple[int, ...] | None = None
 
     def config(self) -> VideoRewardConfig:
         """The scorer's config; ``InvalidInput`` naming ``options.video.<field>``."""
@@ -287,6 +288,7 @@ def video_spec_from_proto(opts: reward_pb2.VideoOptions) -> VideoSpec:
         repetition_penalty=opts.repetition_penalty or None,
         repetition_threshold=opts.repetition_threshold or None,
         lpips_net=opts.lpips_net or None,
+        patch_grid=tuple(opts.patch_grid) or None,
     )
 
 
@@ -325,13 +327,18 @@ def result_to_proto(request_id: str, result: RewardResult) -> reward_pb2.ScoreRe
         status=STATUS_TO_PROTO[result.status],  # type: ignore[arg-type]
         metrics=result.metrics,  # upb converts each value as float() does
         message=result.message,
+        patch_rewards=result.patch_rewards,
     )
 
 
 def result_from_proto(resp: reward_pb2.ScoreResponse) -> RewardResult:
     status = STATUS_FROM_PROTO.get(resp.status, Status.ERROR)
     return RewardResult(
-        reward=resp.reward, status=status, metrics=dict(resp.metrics), message=resp.message
+        reward=resp.reward,
+        status=status,
+        metrics=dict(resp.metrics),
+        message=resp.message,
+        patch_rewards=tuple(resp.patch_rewards),
     )
 
 

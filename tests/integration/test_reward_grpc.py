@@ -99,6 +99,27 @@ def test_video_stlpips_scores_and_l1_is_exact(stub: Any) -> None:
     assert resp.reward == pytest.approx(-(resp.metrics["l1"] + resp.metrics["stlpips"]), rel=1e-6)
 
 
+def test_video_patch_rewards_come_back_per_patch(stub: Any, svc: ServiceThread) -> None:
+    pred, target = video_pair()
+    req = frames_request(
+        pred, target, weights={"l1": 1.0, "stlpips": 1.0}, lpips_net="alex", patch_grid=(4, 2)
+    )
+    resp = stub.Score(req, timeout=60)
+    assert resp.status == common_pb2.REWARD_STATUS_OK, resp.message
+    patches = np.array(resp.patch_rewards).reshape(2, 4, 2)
+    local = np.abs(pred / 255.0 - target / 255.0).reshape(2, 4, 8, 2, 16, 3).mean(axis=(2, 4, 5))
+    shared = -patches - local  # each frame's ST-LPIPS, the same for every patch of the frame
+    np.testing.assert_allclose(shared, np.broadcast_to(shared[:, :1, :1], shared.shape))
+    assert shared.min() > 0
+    assert patches.mean() == pytest.approx(resp.reward, rel=1e-9)
+    with RewardClient(svc.grpc_address) as client:
+        result = client.score_frames(pred, target, weights={"l1": 1.0}, patch_grid=(2, 2))
+    assert len(result.patch_rewards) == 2 * 2 * 2
+    uneven = stub.Score(frames_request(pred, target, weights={"l1": 1.0}, patch_grid=(3, 3)))
+    assert uneven.status == common_pb2.REWARD_STATUS_INVALID_INPUT
+    assert "do not split into a 3x3 grid" in uneven.message and not uneven.patch_rewards
+
+
 def test_video_identical_frames_have_zero_loss(stub: Any) -> None:
     pred, _ = video_pair(t=1)
     resp = stub.Score(frames_request(pred, pred, weights={"l1": 1.0, "mse": 1.0}), timeout=30)
@@ -234,6 +255,15 @@ BAD_REQUESTS = {
             options=reward_pb2.ScoreOptions(video=reward_pb2.VideoOptions(weights={"fid": 1.0})),
         ),
         "options.video.weights",
+    ),
+    "patch grid of three numbers": (
+        reward_pb2.ScoreRequest(
+            task=common_pb2.TASK_VIDEO,
+            frames=_tensor(GOOD),
+            target_frames=_tensor(GOOD),
+            options=reward_pb2.ScoreOptions(video=reward_pb2.VideoOptions(patch_grid=[2, 2, 2])),
+        ),
+        "options.video.patch_grid: expected (rows, cols)",
     ),
     "extra_info not JSON": (
         reward_pb2.ScoreRequest(task=common_pb2.TASK_WEB, text="x", extra_info_json="{nope"),

@@ -163,9 +163,11 @@ class ServiceClients:
         *,
         lpips_net: str = "",
         repetition_penalty: float = 0.0,
+        patch_grid: tuple[int, int] | None = None,
     ) -> list[RewardResult]:
         """One ``ScoreBatch``: each predicted frame (or clip) against the same ``target``
-        (``lpips_net`` and ``repetition_penalty`` empty / 0: the service's defaults)."""
+        (``lpips_net`` and ``repetition_penalty`` empty / 0: the service's defaults;
+        ``patch_grid``: the results carry each patch's reward too)."""
         reqs = [
             frames_request(
                 pred,
@@ -176,6 +178,7 @@ class ServiceClients:
                 lpips_net=lpips_net,
                 repetition_penalty=repetition_penalty,
                 request_id=str(i),
+                patch_grid=patch_grid,
             )
             for i, pred in enumerate(predictions)
         ]

@@ -20,7 +20,9 @@ end-of-sequence text), scores them with one ``ScoreBatch`` on the reward service
 * **Video items** (``task == "video"``): the prompt is token ids; samples are drawn with
   ``ignore_eos`` inside ``allowed_tokens`` (the visual ids), decoded to frames by one
   ``DecodeFrames`` call per group and scored against the item's true next frame with the
-  ``video_weights`` (e.g. L1 + ST-LPIPS) in one ``ScoreBatch``. A **multi-step** video item
+  ``video_weights`` (e.g. L1 + ST-LPIPS) in one ``ScoreBatch``; with ``video_patch_grid`` the
+  service scores each patch too and each sample carries ``token_rewards``, token k's being
+  patch k's (raster order). A **multi-step** video item
   (``items.video_inserts``) is generated interleaved: ``segment_tokens`` sampled tokens, then the
   item's forced run (the ground-truth actions), T times (``max_tokens = T * segment_tokens``);
   the forced tokens are stripped with ``Sample.inserted``, all T frames of all G samples go
@@ -47,7 +49,7 @@ import math
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import redis
 from pydantic import BaseModel, ConfigDict, Field
@@ -74,6 +76,8 @@ from rlvr_world.video.layout import generated_frames
 logger = logging.getLogger(__name__)
 
 Request = tuple[str, PromptItem]
+#: Rows or columns of a video frame's token grid.
+PatchCount = Annotated[int, Field(ge=1, le=1024)]
 
 
 class OrchestratorConfig(BaseModel):
@@ -116,6 +120,14 @@ class OrchestratorConfig(BaseModel):
     )
     video_anchor_dilate: int | None = Field(
         default=None, ge=0, le=8, description="single-step video: rlvr_world.video.anchor's dilate"
+    )
+    video_patch_grid: tuple[PatchCount, PatchCount] | None = Field(
+        default=None,
+        description=(
+            "single-step video: (rows, cols) of the frame's token grid; the reward service then "
+            "scores each patch and every sample carries token_rewards (token k: patch k, raster "
+            "order), which the trainer's grpo.token_credit uses"
+        ),
     )
     attempts: int = Field(default=10, ge=1, le=1000, description="tries per stage")
     backoff_initial_s: float = Field(default=0.2, ge=0.0, le=60.0, description="first wait")
@@ -181,6 +193,10 @@ def to_sample(
     """A wire sample with the scorer's status; the reward is kept only when it is finite.
     ``truncated``: the sample was cut at ``max_tokens`` although it could have stopped.
 
+    A result with ``patch_rewards`` (a single-step video frame scored per patch) gives the sample
+    ``token_rewards``, patch k's reward for token k; ``ValueError`` when their counts differ (a
+    ``video_patch_grid`` that is not the frame's token grid).
+
     ``inserted`` is the rollout's ``Sample.inserted``: when any token was forced (e.g. a video
     model's ground-truth actions), ``loss_mask`` is 0 there and 1 elsewhere, so the trainer does
     not train on them; otherwise ``loss_mask`` stays unset (all tokens trained)."""
@@ -189,6 +205,14 @@ def to_sample(
     status = result.status if reward is not None or result.status is not Status.OK else Status.ERROR
     flags = [bool(f) for f in inserted]
     loss_mask = [0 if f else 1 for f in flags] if any(flags) else None
+    token_rewards = None
+    if result.patch_rewards and status is Status.OK:
+        if len(result.patch_rewards) != len(token_ids):
+            raise ValueError(
+                f"{len(result.patch_rewards)} patch rewards for {len(token_ids)} response tokens: "
+                "video_patch_grid must be the frame's token grid (rows x cols = tokens per frame)"
+            )
+        token_rewards = list(result.patch_rewards)
     return ScoredSample(
         token_ids=token_ids,
         logprobs=logprobs,
@@ -197,6 +221,7 @@ def to_sample(
         metrics=metrics,
         loss_mask=loss_mask,
         truncated=truncated,
+        token_rewards=token_rewards,
     )
 
 
@@ -337,9 +362,12 @@ class Orchestrator:
                     self.cfg.video_weights,
                     lpips_net=net,
                     repetition_penalty=penalty,
+                    patch_grid=self.cfg.video_patch_grid,
                 ),
             )
             return single
+        if self.cfg.video_patch_grid is not None:
+            raise InvalidInput("video_patch_grid: patch rewards are for single-step video items")
         steps = len(inserts)
         per_frame = [
             generated_frames(sample, flags, steps, segment)

@@ -259,6 +259,14 @@ class VideoRl(RlSection):
         description="rescale the weights so every term has the same within-group spread, "
         "measured on this many train prompts with the MLE model (0: weights as given)",
     )
+    token_credit: float = Field(
+        default=0.0,
+        ge=0.0,
+        le=1.0,
+        description="single-step only: score each token's patch of the frame too, and train "
+        "each token with (1 - w) * its frame's advantage + w * its patch's (trainer "
+        "grpo.token_credit); 0: one advantage per frame",
+    )
 
     @model_validator(mode="after")
     def _weights(self) -> Self:
@@ -392,6 +400,11 @@ class VideoPipelineConfig(_Section):
             )
         if self.tokenizer.hold_below is not None and self.model.layout == "multi_step":
             raise ValueError("tokenizer.hold_below: held tokens are single-step only")
+        if self.rl.token_credit > 0 and self.model.layout == "multi_step":
+            raise ValueError(
+                "rl.token_credit: patch rewards map onto the tokens of one predicted frame; "
+                "model.layout multi_step interleaves frames and actions (single_step only)"
+            )
         if self.tokenizer.kind == "compressive":
             if self.model.layout != "multi_step":
                 raise ValueError(

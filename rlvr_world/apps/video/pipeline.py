@@ -291,7 +291,13 @@ class VideoRun:
             model=model,
             items=items,
             orchestrator=rl_phase.orchestrator_config(
-                self.cfg, s.tokens_per_frame, s.vocab, metric=metric, seed=seed, weights=weights
+                self.cfg,
+                s.tokens_per_frame,
+                s.vocab,
+                metric=metric,
+                seed=seed,
+                weights=weights,
+                grid=None if self.multi_step else s.per_frame.grid,
             ),
             seed=seed,
         )

@@ -107,6 +107,7 @@ def write_trainer_yaml(
         idle_timeout_s=cfg.run.trainer_idle_timeout_s,
         seed=seed,
     )
+    data["grpo"]["token_credit"] = cfg.rl.token_credit
     path = run_dir / "trainer.yaml"
     path.write_text(yaml.safe_dump(data, sort_keys=False))
     return path
@@ -132,13 +133,24 @@ def orchestrator_config(
     metric: str = "stlpips",
     seed: int = 0,
     weights: dict[str, float] | None = None,
+    grid: tuple[int, int] | None = None,
 ) -> OrchestratorConfig:
     """Sampling restricted to the visual ids, ``tokens_per_frame`` per generated frame, seeded
     by ``seed``; the reward's weights are ``weights``, else ``rl.weights`` with ``perceptual``
-    resolved to ``metric``; the perceptual backbone is ``eval.net``."""
+    resolved to ``metric``; the perceptual backbone is ``eval.net``. With ``rl.token_credit``
+    the reward scores each cell of the frame's token ``grid`` (``ValueError`` without one, or
+    when it does not hold ``tokens_per_frame`` tokens)."""
     rl = cfg.rl
     weights = weights if weights is not None else reward_weights(rl, metric)
     perceptual = any(k in PERCEPTUAL_METRICS and w > 0 for k, w in weights.items())
+    patch_grid = None
+    if rl.token_credit > 0:
+        if grid is None or grid[0] * grid[1] != tokens_per_frame:
+            raise ValueError(
+                f"rl.token_credit: needs the frame's token grid ({tokens_per_frame} tokens per "
+                f"frame), got {grid}"
+            )
+        patch_grid = grid
     return shared_orchestrator_config(
         rl,
         seed=seed * SEED_STRIDE,
@@ -149,6 +161,7 @@ def orchestrator_config(
         video_lpips_net=cfg.eval.net if perceptual else "",
         video_repetition_penalty=rl.repetition_penalty,
         video_anchor_dilate=cfg.model.anchor_dilate,
+        video_patch_grid=patch_grid,
     )
 
 
