@@ -23,6 +23,9 @@ Choices (see docs/reference.md#video-reward):
   K2 = 0.03, data range 1, population statistics, "valid" windows only, i.e. no padding), averaged
   over the map and the channels, as piqa's SSIM used by the reference evaluation. It needs frames
   of at least 11×11; smaller frames get no ``ssim`` metric and cannot use an ``ssim`` weight.
+* With ``patch_grid`` (rows, cols) the result also carries ``patch_rewards``, one per cell of
+  each frame (``patch_rewards``): L1 and MSE per patch, every other term the frame's; they
+  average to the frame's reward. Not in the reference (our per-token credit, ``rl.token_credit``).
 * The repetition penalty is not in the reference (which only resamples repeats at evaluation);
   its default weight is 0.
 
