@@ -38,9 +38,10 @@ from prometheus_client import CollectorRegistry
 from pydantic import BaseModel, ConfigDict, Field
 
 from rlvr_world.apps.orchestrator.clients import ServiceClients
+from rlvr_world.apps.orchestrator.config import OrchestratorConfig
 from rlvr_world.apps.orchestrator.ledger import Ledger
 from rlvr_world.apps.orchestrator.metrics import OrchestratorMetrics
-from rlvr_world.apps.orchestrator.worker import Orchestrator, OrchestratorConfig, RunStats
+from rlvr_world.apps.orchestrator.worker import Orchestrator, RunStats
 from rlvr_world.apps.pipeline.stack import Addresses
 from rlvr_world.apps.supervisor import POLL_S, ProcessFailed, ProcessSpec, Supervisor
 from rlvr_world.items import PromptItem

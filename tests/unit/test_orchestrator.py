@@ -8,9 +8,10 @@ from pathlib import Path
 
 import pytest
 
+from rlvr_world.apps.orchestrator.config import OrchestratorConfig
 from rlvr_world.apps.orchestrator.ledger import Ledger, read_ledger, summarize
 from rlvr_world.apps.orchestrator.retry import Backoff, RetriesExhausted, grpc_reason, retry_async
-from rlvr_world.apps.orchestrator.worker import OrchestratorConfig, classify, to_sample
+from rlvr_world.apps.orchestrator.worker import classify, to_sample
 from rlvr_world.client import RewardServiceUnavailable
 from rlvr_world.queue.stream import QueueFull
 from rlvr_world.rewards.types import InvalidInput, RewardResult, Status

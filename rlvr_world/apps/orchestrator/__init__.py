@@ -4,6 +4,7 @@
 * ``retry``: exponential backoff for calls to services that may be down;
 * ``ledger``: the JSON Lines ledger where every prompt ends as ``pushed`` or ``failed``;
 * ``metrics``: Prometheus metrics ``rlvr_orchestrator_*``;
+* ``config``: ``OrchestratorConfig``, the worker's settings;
 * ``worker``: the asyncio ``Orchestrator`` itself.
 
 The prompts it feeds are ``rlvr_world.items.PromptItem``s (core). Import the submodules directly;

@@ -42,7 +42,8 @@ shares (the frame tokenizer, the vocabulary, the action quantizer, the train and
 and their token sequences, the perceptual scorer of the evaluations) is built once, right after
 phase 2, into a frozen ``VideoSetup`` that is handed to each phase; no phase adds state to the
 run. The episodes and clips of phase 1 are ``episodes``, the services, trainer and orchestrator of
-phase 4 are ``rl``, the pictures and ``report.md`` of phase 6 are ``report``.
+phase 4 are ``rl``, the continued MLE of phase 5 is ``control``, the pictures and ``report.md``
+of phase 6 are ``report``.
 """
 
 from __future__ import annotations
@@ -61,6 +62,7 @@ from rlvr_world.apps.video import evaluation
 from rlvr_world.apps.video import rl as rl_phase
 from rlvr_world.apps.video import setup as setup_phase
 from rlvr_world.apps.video.config import SamplingChoice, VideoPipelineConfig
+from rlvr_world.apps.video.control import continue_mle
 from rlvr_world.apps.video.episodes import run_episodes, split_data, spread
 from rlvr_world.apps.video.report import write_run_report
 from rlvr_world.apps.video.setup import VideoSetup, encode
@@ -324,34 +326,11 @@ class VideoRun:
     # ------------------------------------------------------------ 5. baseline
 
     def baseline(self, s: VideoSetup, mle_dir: Path, seconds: float, seed: int) -> Path:
-        import torch
-
-        from rlvr_world.video.train_mle import MLEConfig, save_checkpoint, train_mle
-        from rlvr_world.video.world_model import load_world_model
-
-        torch.set_num_threads(self.cfg.mle.torch_threads)
-        model, spec = load_world_model(mle_dir, device=self.cfg.run.device)
-        start = self.cfg.mle.steps
-        cfg = MLEConfig(
-            steps=start + 10_000_000,
-            time_budget_s=seconds,
-            batch_size=self.cfg.mle.batch_size,
-            lr=self.cfg.baseline.lr,
-            schedule="constant",
-            warmup_steps=0,
-            seed=seed + 1,
-            log_every=100,
-        )
+        """The control of ``seed``: MLE continued from ``mle_dir`` for ``seconds``."""
         out_dir = self.seed_dir(seed)
-        result = train_mle(
-            model,
-            s.train_sequences,
-            cfg,
-            pad_id=s.vocab.pad,
-            log_path=out_dir / "mle_continued_log.jsonl",
-            resume=mle_dir,
+        path, result = continue_mle(
+            self.cfg, s, mle_dir, seconds=seconds, seed=seed, out_dir=out_dir
         )
-        path = save_checkpoint(out_dir / "model" / "mle_continued", model, spec, result)
         fields = {"seed": seed, "budget_s": seconds, **result.summary()}
         self.summary.setdefault("baseline", {"by_seed": {}})["by_seed"][str(seed)] = fields
         self._phase("baseline", result.seconds, fields)

@@ -24,7 +24,8 @@ import yaml
 
 from rlvr_world.apps.grpo import orchestrator_config as shared_orchestrator_config
 from rlvr_world.apps.grpo import run_grpo, trainer_config
-from rlvr_world.apps.orchestrator.worker import OrchestratorConfig, RunStats
+from rlvr_world.apps.orchestrator.config import OrchestratorConfig
+from rlvr_world.apps.orchestrator.worker import RunStats
 from rlvr_world.apps.pipeline.stack import start_services, trainer_spec
 from rlvr_world.apps.supervisor import Supervisor
 from rlvr_world.apps.video.config import VideoPipelineConfig
