@@ -304,15 +304,21 @@ def repeated_frames(
 PATCH_METRICS = ("l1", "mse")
 
 
+def check_grid_fits(height: int, width: int, grid: tuple[int, int]) -> None:
+    """``InvalidInput`` unless ``height x width`` frames split into ``grid`` equal patches."""
+    if height % grid[0] or width % grid[1]:
+        raise InvalidInput(
+            f"patch_grid: frames of {height}x{width} do not split into a {grid[0]}x{grid[1]} "
+            "grid of equal patches"
+        )
+
+
 def patch_means(x: FloatArray, grid: tuple[int, int]) -> FloatArray:
     """``x (T, H, W, C)`` averaged over each cell of a ``(rows, cols)`` grid and the channels:
     ``(T, rows, cols)``. ``InvalidInput`` when H or W is not a multiple of the grid."""
     rows, cols = grid
     t, h, w, c = x.shape
-    if h % rows or w % cols:
-        raise InvalidInput(
-            f"patch_grid: frames of {h}x{w} do not split into a {rows}x{cols} grid of equal patches"
-        )
+    check_grid_fits(h, w, grid)
     cells = x.reshape(t, rows, h // rows, cols, w // cols, c)
     return np.asarray(cells.mean(axis=(2, 4, 5)), dtype=np.float64)
 
@@ -447,11 +453,8 @@ def score_video(
                 f"got {p.shape[1]}x{p.shape[2]}"
             )
         grid = config.patch_grid
-        if grid is not None and (p.shape[1] % grid[0] or p.shape[2] % grid[1]):
-            raise InvalidInput(
-                f"patch_grid: frames of {p.shape[1]}x{p.shape[2]} do not split into a "
-                f"{grid[0]}x{grid[1]} grid of equal patches"
-            )
+        if grid is not None:
+            check_grid_fits(p.shape[1], p.shape[2], grid)
     except InvalidInput as exc:
         return failed(Status.INVALID_INPUT, str(exc))
     try:
