@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from numpy.typing import NDArray
 
+from rlvr_world.rewards.patches import check_grid_fits
 from rlvr_world.rewards.types import InvalidInput
 from rlvr_world.rewards.video import LPIPS_NETS, PERCEPTUAL_METRICS, PerceptualScorer
 from rlvr_world.shapes import FRAMES_NDIM, GREY_CHANNELS, RGB_CHANNELS
@@ -89,27 +90,55 @@ class TorchPerceptualScorer:
         into the same micro-batch, and each distinct target frame (same bytes) goes through the
         backbone once per micro-batch: a group of G costs G + 1 forward passes instead of 2G.
         """
+        return self._distances(pred, target, None)[0]
+
+    def patch_distances(
+        self, pred: FloatArray, target: FloatArray, grid: tuple[int, int]
+    ) -> tuple[FloatArray, FloatArray]:
+        """The distances ``(N,)`` of ``__call__`` (the same values) and each pair's spatial map
+        averaged over the cells of a ``(rows, cols)`` grid, ``(N, rows, cols)``: how different
+        each part of the frame looks. The map is LPIPS's ``spatial=True`` output (each layer's
+        head output upsampled bilinearly to the frame and summed over layers). A module that is
+        not LPIPS-style has no map: every cell gets the pair's distance. ``InvalidInput`` when the
+        frames do not split into the grid's equal cells."""
+        check_grid_fits(pred.shape[1], pred.shape[2], grid)
+        dist, cells = self._distances(pred, target, grid)
+        assert cells is not None
+        return dist, cells
+
+    def _distances(
+        self, pred: FloatArray, target: FloatArray, grid: tuple[int, int] | None
+    ) -> tuple[FloatArray, FloatArray | None]:
         _check_batch(pred, target, MIN_SIDES.get((self.metric, self.net), MIN_SIDE), self.metric)
         import torch
 
         out = np.empty(pred.shape[0], dtype=np.float64)
+        cells = None if grid is None else np.empty((pred.shape[0], *grid), dtype=np.float64)
         shared = _shares_features(self.module)
         order, keys = _grouped_by_target(target) if shared else (np.arange(len(pred)), [])
         with torch.inference_mode():
             for start in range(0, pred.shape[0], self.batch_size):
                 idx = order[start : start + self.batch_size]
                 if shared:
-                    dist = self._distance_shared(pred[idx], target, [keys[i] for i in idx], idx)
+                    maps = self._layer_maps(pred[idx], target, [keys[i] for i in idx], idx)
+                    dist = maps[0].mean(dim=(2, 3), keepdim=True)
+                    for layer in maps[1:]:
+                        dist = dist + layer.mean(dim=(2, 3), keepdim=True)
+                    if cells is not None and grid is not None:
+                        cells[idx] = _cell_means(maps, pred.shape[1:3], grid)
                 else:
                     a, b = self._to_tensor(pred[idx]), self._to_tensor(target[idx])
                     dist = self.module(a, b, normalize=True)
                 out[idx] = dist.mean(dim=(1, 2, 3)).double().cpu().numpy()
-        return out
+                if cells is not None and not shared:
+                    cells[idx] = out[idx][:, None, None]
+        return out, cells
 
-    def _distance_shared(
+    def _layer_maps(
         self, pred: NDArray[Any], target: NDArray[Any], keys: list[bytes], idx: NDArray[np.intp]
-    ) -> torch.Tensor:
-        """The module's distance for ``pred`` vs ``target[idx]``, each distinct target once."""
+    ) -> list[torch.Tensor]:
+        """Each layer's head output ``(B, 1, h, w)`` for ``pred`` vs ``target[idx]``, each distinct
+        target frame through the backbone once."""
         import torch
 
         first: dict[bytes, int] = {}
@@ -120,12 +149,10 @@ class TorchPerceptualScorer:
         feats_target = self._features(unique)
         take = torch.tensor(which, device=feats_pred[0].device)
         module: Any = self.module
-        total: torch.Tensor | None = None
-        for kk, (fp, ft) in enumerate(zip(feats_pred, feats_target, strict=True)):
-            layer = module.lins[kk]((fp - ft[take]) ** 2).mean(dim=(2, 3), keepdim=True)
-            total = layer if total is None else total + layer
-        assert total is not None
-        return total
+        return [
+            module.lins[kk]((fp - ft[take]) ** 2)
+            for kk, (fp, ft) in enumerate(zip(feats_pred, feats_target, strict=True))
+        ]
 
     def _features(self, frames: NDArray[Any]) -> list[torch.Tensor]:
         """Unit-normalised backbone activations, as ``module.forward`` computes them per side."""
@@ -148,6 +175,22 @@ class TorchPerceptualScorer:
         x = torch.from_numpy(np.ascontiguousarray(frames, dtype=np.float32))
         x = x.permute(0, 3, 1, 2).to(self.device)
         return x.expand(-1, 3, -1, -1) if x.shape[1] == 1 else x
+
+
+def _cell_means(
+    maps: list[torch.Tensor], size: tuple[int, int], grid: tuple[int, int]
+) -> NDArray[np.float64]:
+    """Layer maps ``(B, 1, h, w)`` upsampled to the frame ``size`` (bilinear, as LPIPS's spatial
+    mode), summed, and averaged over each cell of ``grid``: ``(B, rows, cols)``."""
+    from torch.nn.functional import interpolate
+
+    total = interpolate(maps[0], size=size, mode="bilinear", align_corners=False)
+    for layer in maps[1:]:
+        total = total + interpolate(layer, size=size, mode="bilinear", align_corners=False)
+    rows, cols = grid
+    b, h, w = total.shape[0], size[0], size[1]
+    blocks = total.reshape(b, rows, h // rows, cols, w // cols).mean(dim=(2, 4))
+    return np.asarray(blocks.double().cpu().numpy(), dtype=np.float64)
 
 
 def _shares_features(module: torch.nn.Module) -> bool:

@@ -24,8 +24,10 @@ Choices (see docs/reference.md#video-reward):
   over the map and the channels, as piqa's SSIM used by the reference evaluation. It needs frames
   of at least 11×11; smaller frames get no ``ssim`` metric and cannot use an ``ssim`` weight.
 * With ``patch_grid`` (rows, cols) the result also carries ``patch_rewards``, one per cell of
-  each frame (``patch_rewards``): L1 and MSE per patch, every other term the frame's; they
-  average to the frame's reward. Not in the reference (our per-token credit, ``rl.token_credit``).
+  each frame: L1 and MSE per patch, the perceptual distances per patch where the scorer has a
+  spatial map (``patch_distances``: LPIPS's spatial output averaged over the cell), every other
+  term the frame's; they average to the frame's reward. Not in the reference (our per-token
+  credit, ``rl.token_credit``).
 * The repetition penalty is not in the reference (which only resamples repeats at evaluation);
   its default weight is 0.
 
@@ -47,6 +49,7 @@ from typing import Protocol
 import numpy as np
 from numpy.typing import NDArray
 
+from rlvr_world.rewards.patches import check_grid, check_grid_fits, patch_rewards
 from rlvr_world.rewards.types import InvalidInput, RewardResult, Status, failed
 from rlvr_world.shapes import FRAME_NDIM
 
@@ -72,7 +75,9 @@ class PerceptualScorer(Protocol):
     """A batched perceptual distance between frames.
 
     ``__call__`` takes two float arrays ``(N, H, W, C)`` with values in [0, 1] and returns ``(N,)``
-    distances (0 for identical frames, larger is more different).
+    distances (0 for identical frames, larger is more different). A scorer may also have
+    ``patch_distances(pred, target, grid)`` returning those distances and ``(N, rows, cols)``
+    per-cell values of its spatial map; ``score_video`` uses it for ``patch_rewards``.
     """
 
     @property
@@ -117,7 +122,7 @@ class VideoRewardConfig:
     def __post_init__(self) -> None:
         _check_weights(self.weights)
         if self.patch_grid is not None:
-            object.__setattr__(self, "patch_grid", _check_grid(self.patch_grid))
+            object.__setattr__(self, "patch_grid", check_grid(self.patch_grid))
         object.__setattr__(
             self, "weights", MappingProxyType({k: float(v) for k, v in self.weights.items()})
         )
@@ -137,18 +142,6 @@ class VideoRewardConfig:
     def active(self) -> tuple[str, ...]:
         """Metric names with a positive weight, in ``METRIC_NAMES`` order."""
         return tuple(m for m in METRIC_NAMES if self.weights.get(m, 0.0) > 0.0)
-
-
-def _check_grid(grid: object) -> tuple[int, int]:
-    if (
-        not isinstance(grid, tuple | list)
-        or len(grid) != 2  # noqa: PLR2004 (rows, cols)
-        or not all(isinstance(n, int) and not isinstance(n, bool) and n > 0 for n in grid)
-    ):
-        raise InvalidInput(
-            f"patch_grid: expected (rows, cols), two positive integers, got {grid!r}"
-        )
-    return int(grid[0]), int(grid[1])
 
 
 def _check_weights(weights: Mapping[str, float]) -> None:
@@ -300,52 +293,6 @@ def repeated_frames(
     return flags
 
 
-#: Metrics whose per-frame value is the mean of per-pixel values, so a patch has its own.
-PATCH_METRICS = ("l1", "mse")
-
-
-def check_grid_fits(height: int, width: int, grid: tuple[int, int]) -> None:
-    """``InvalidInput`` unless ``height x width`` frames split into ``grid`` equal patches."""
-    if height % grid[0] or width % grid[1]:
-        raise InvalidInput(
-            f"patch_grid: frames of {height}x{width} do not split into a {grid[0]}x{grid[1]} "
-            "grid of equal patches"
-        )
-
-
-def patch_means(x: FloatArray, grid: tuple[int, int]) -> FloatArray:
-    """``x (T, H, W, C)`` averaged over each cell of a ``(rows, cols)`` grid and the channels:
-    ``(T, rows, cols)``. ``InvalidInput`` when H or W is not a multiple of the grid."""
-    rows, cols = grid
-    t, h, w, c = x.shape
-    check_grid_fits(h, w, grid)
-    cells = x.reshape(t, rows, h // rows, cols, w // cols, c)
-    return np.asarray(cells.mean(axis=(2, 4, 5)), dtype=np.float64)
-
-
-def patch_rewards(
-    pred: FloatArray,
-    target: FloatArray,
-    config: VideoRewardConfig,
-    frame_loss: FloatArray,
-    grid: tuple[int, int],
-) -> FloatArray:
-    """The reward of each patch, ``(T, rows, cols)``: ``-(sum over l1/mse of w_m * the patch's
-    loss_m + the frame's loss from every other term)``, where ``frame_loss (T,)`` is the frame's
-    whole weighted loss (repetition penalty included). Patches are equal, so a frame's patch
-    rewards average to ``-frame_loss``; the terms without a per-pixel form (PSNR, SSIM,
-    perceptual distances, the repetition penalty) are shared by every patch of the frame."""
-    diff = pred - target
-    local = np.zeros((pred.shape[0], *grid), dtype=np.float64)
-    for name in PATCH_METRICS:
-        weight = config.weights.get(name, 0.0)
-        if weight > 0.0:
-            per_pixel = np.abs(diff) if name == "l1" else np.square(diff)
-            cells = patch_means(per_pixel, grid)
-            local += weight * (cells - cells.mean(axis=(1, 2), keepdims=True))
-    return -(local + frame_loss[:, None, None])
-
-
 def aggregate(loss: FloatArray, aggregation: str, gamma: float) -> float:
     """Combine per-frame losses: ``mean``, ``last``, or ``sum gamma^t l_t / sum gamma^t``."""
     if aggregation == "mean":
@@ -398,19 +345,42 @@ def frame_metrics(
     pred: FloatArray, target: FloatArray, scorers: Mapping[str, PerceptualScorer]
 ) -> dict[str, FloatArray]:
     """Raw per-frame metric values ``(T,)``: l1, mse, psnr, ssim (frames >= 11x11), perceptual."""
+    return frame_metrics_and_cells(pred, target, scorers, None)[0]
+
+
+def frame_metrics_and_cells(
+    pred: FloatArray,
+    target: FloatArray,
+    scorers: Mapping[str, PerceptualScorer],
+    grid: tuple[int, int] | None,
+) -> tuple[dict[str, FloatArray], dict[str, FloatArray]]:
+    """``frame_metrics``, and with a ``grid`` each perceptual metric's per-cell values
+    ``(T, rows, cols)`` from the scorers that have ``patch_distances`` (one pass for both)."""
     mse = mse_per_frame(pred, target)
     out = {"l1": l1_per_frame(pred, target), "mse": mse, "psnr": psnr_from_mse(mse)}
     if min(pred.shape[1], pred.shape[2]) >= SSIM_WINDOW:
         out["ssim"] = ssim_per_frame(pred, target)
+    cells: dict[str, FloatArray] = {}
     for name, scorer in scorers.items():
-        values = np.asarray(scorer(pred, target), dtype=np.float64)
+        by_patch = None if grid is None else getattr(scorer, "patch_distances", None)
+        if by_patch is None or grid is None:
+            values = np.asarray(scorer(pred, target), dtype=np.float64)
+        else:
+            raw, raw_cells = by_patch(pred, target, grid)
+            values = np.asarray(raw, dtype=np.float64)
+            cells[name] = np.asarray(raw_cells, dtype=np.float64)
+            if cells[name].shape != (pred.shape[0], *grid) or not np.isfinite(cells[name]).all():
+                raise ArithmeticError(
+                    f"{name} scorer returned patch values of shape {cells[name].shape} for "
+                    f"{pred.shape[0]} frames and a {grid} grid; expected that many finite values"
+                )
         if values.shape != (pred.shape[0],) or not np.isfinite(values).all():
             raise ArithmeticError(
                 f"{name} scorer returned {values!r} for {pred.shape[0]} frames; "
                 "expected that many finite distances"
             )
         out[name] = values
-    return out
+    return out, cells
 
 
 def metric_losses(
@@ -458,7 +428,7 @@ def score_video(
     except InvalidInput as exc:
         return failed(Status.INVALID_INPUT, str(exc))
     try:
-        metrics = frame_metrics(p, t, scorers)
+        metrics, cells = frame_metrics_and_cells(p, t, scorers, grid)
     except InvalidInput as exc:  # frames a perceptual backbone cannot take (too small)
         return failed(Status.INVALID_INPUT, str(exc))
     except ArithmeticError as exc:
@@ -475,5 +445,8 @@ def score_video(
     report = {name: float(values.mean()) for name, values in metrics.items()}
     report["repetition_rate"] = float(repeats.sum()) / checked if checked else 0.0
     report["n_frames"] = float(p.shape[0])
-    patches = () if grid is None else tuple(patch_rewards(p, t, config, loss_t, grid).ravel())
+    patches: tuple[float, ...] = ()
+    if grid is not None:
+        by_patch = patch_rewards(p, t, config.weights, loss_t, grid=grid, perceptual_cells=cells)
+        patches = tuple(by_patch.ravel())
     return RewardResult(reward=reward, status=Status.OK, metrics=report, patch_rewards=patches)

@@ -4,8 +4,9 @@ Video requests are scored in threads of the service process; each calls a ``Batc
 as if it were the plain scorer. Calls queue up, and one background thread runs the network on up to
 ``max_batch`` frame pairs at once, waiting at most ``max_wait_s`` after the first pair for the
 batch to fill, so a GPU sees full batches. Pairs of different frame sizes go in separate forward
-passes. What it does not do: reorder work across metrics, or bound the queue (the service's
-payload and batch limits do).
+passes. Calls of ``patch_distances`` (per-patch credit) are batched the same way, apart from plain
+calls and from other grids, and only where the wrapped scorer has it. What it does not do: reorder
+work across metrics, or bound the queue (the service's payload and batch limits do).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import time
 from collections.abc import Callable
 from concurrent.futures import Future
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -29,7 +31,9 @@ log = logging.getLogger(__name__)
 class _Item:
     pred: np.ndarray
     target: np.ndarray
-    future: Future[np.ndarray]
+    future: Future[Any]
+    #: The patch grid of a ``patch_distances`` call; None for a plain call.
+    grid: tuple[int, int] | None = None
 
 
 class BatchedPerceptual:
@@ -47,6 +51,9 @@ class BatchedPerceptual:
         self._max_wait_s = max_wait_s
         self._on_batch = on_batch
         self._queue: queue.Queue[_Item | None] = queue.Queue()
+        if hasattr(scorer, "patch_distances"):
+            # Offered only when the wrapped scorer has it: score_video looks for the attribute.
+            self.patch_distances = self._patch_distances
         self._thread = threading.Thread(
             target=self._run, name=f"perceptual-{scorer.metric}-{scorer.net}", daemon=True
         )
@@ -63,6 +70,13 @@ class BatchedPerceptual:
     def __call__(self, pred: np.ndarray, target: np.ndarray) -> np.ndarray:
         fut: Future[np.ndarray] = Future()
         self._queue.put(_Item(pred, target, fut))
+        return fut.result()
+
+    def _patch_distances(
+        self, pred: np.ndarray, target: np.ndarray, grid: tuple[int, int]
+    ) -> tuple[np.ndarray, np.ndarray]:
+        fut: Future[tuple[np.ndarray, np.ndarray]] = Future()
+        self._queue.put(_Item(pred, target, fut, (int(grid[0]), int(grid[1]))))
         return fut.result()
 
     def close(self) -> None:
@@ -91,9 +105,10 @@ class BatchedPerceptual:
             if first is None:
                 return
             items, stop = self._collect(first)
-            groups: dict[tuple[tuple[int, ...], str], list[_Item]] = {}
+            groups: dict[tuple[tuple[int, ...], str, tuple[int, int] | None], list[_Item]] = {}
             for item in items:
-                groups.setdefault((item.pred.shape[1:], item.pred.dtype.str), []).append(item)
+                key = (item.pred.shape[1:], item.pred.dtype.str, item.grid)
+                groups.setdefault(key, []).append(item)
             for group in groups.values():
                 self._forward(group)
 
@@ -103,7 +118,12 @@ class BatchedPerceptual:
             target = np.concatenate([i.target for i in group])
             if self._on_batch is not None:
                 self._on_batch(len(pred))
-            out = np.asarray(self._scorer(pred, target))
+            grid = group[0].grid
+            if grid is None:
+                out, cells = np.asarray(self._scorer(pred, target)), None
+            else:
+                dist, by_cell = self._scorer.patch_distances(pred, target, grid)  # type: ignore[attr-defined]
+                out, cells = np.asarray(dist), np.asarray(by_cell)
         except Exception as exc:  # the callers get the scorer's exception, the thread lives on
             log.exception("perceptual batch of %d items failed", len(group))
             for item in group:
@@ -112,5 +132,6 @@ class BatchedPerceptual:
         start = 0
         for item in group:
             n = len(item.pred)
-            item.future.set_result(out[start : start + n])
+            part = out[start : start + n]
+            item.future.set_result(part if cells is None else (part, cells[start : start + n]))
             start += n

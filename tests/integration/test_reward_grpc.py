@@ -25,7 +25,9 @@ from rlvr_world.client import (
     verl_request,
 )
 from rlvr_world.rewards.dispatch import score_mapping
+from rlvr_world.rewards.perceptual import make_perceptual
 from rlvr_world.rewards.types import InvalidInput, Status
+from rlvr_world.rewards.video import VideoRewardConfig, score_video
 from rlvr_world.v1 import common_pb2, reward_pb2, reward_pb2_grpc
 from services.reward import convert
 from services.reward.settings import RewardSettings
@@ -108,10 +110,15 @@ def test_video_patch_rewards_come_back_per_patch(stub: Any, svc: ServiceThread) 
     assert resp.status == common_pb2.REWARD_STATUS_OK, resp.message
     patches = np.array(resp.patch_rewards).reshape(2, 4, 2)
     local = np.abs(pred / 255.0 - target / 255.0).reshape(2, 4, 8, 2, 16, 3).mean(axis=(2, 4, 5))
-    shared = -patches - local  # each frame's ST-LPIPS, the same for every patch of the frame
-    np.testing.assert_allclose(shared, np.broadcast_to(shared[:, :1, :1], shared.shape))
-    assert shared.min() > 0
+    perceptual = -patches - local  # each patch's ST-LPIPS: the frame's plus its map's deviation
+    assert np.ptp(perceptual, axis=(1, 2)).min() > 0  # per patch, not one value per frame
+    assert perceptual.mean() == pytest.approx(resp.metrics["stlpips"], rel=1e-6)
     assert patches.mean() == pytest.approx(resp.reward, rel=1e-9)
+    config = VideoRewardConfig(
+        weights={"l1": 1.0, "stlpips": 1.0}, lpips_net="alex", patch_grid=(4, 2)
+    )
+    core = score_video(pred, target, config, perceptual=make_perceptual("stlpips", "alex", "cpu"))
+    np.testing.assert_allclose(patches.ravel(), core.patch_rewards, rtol=1e-5, atol=1e-7)
     with RewardClient(svc.grpc_address) as client:
         result = client.score_frames(pred, target, weights={"l1": 1.0}, patch_grid=(2, 2))
     assert len(result.patch_rewards) == 2 * 2 * 2

@@ -26,8 +26,9 @@ from rlvr_world.apps.orchestrator.worker import to_sample
 from rlvr_world.grpo.advantage import group_normalized_scores, token_normalized_scores
 from rlvr_world.grpo.groups import TrainSample, prepare_groups
 from rlvr_world.queue.schema import ScoredGroup, ScoredSample, group_from_fields
+from rlvr_world.rewards.patches import patch_means
 from rlvr_world.rewards.types import InvalidInput, RewardResult, Status
-from rlvr_world.rewards.video import VideoRewardConfig, patch_means, score_video
+from rlvr_world.rewards.video import VideoRewardConfig, score_video
 from trainer.model import pack
 
 torch.set_num_threads(1)
