@@ -11,6 +11,11 @@ found ready (wall clock), for start-up breakdowns. ``stop`` sends SIGTERM to the
 and SIGKILL after a timeout; ``kill`` sends SIGKILL at once (failure tests). The supervisor stops
 only the processes it started; it never looks processes up by name.
 
+Those stops run when the ``with Supervisor`` block is left, which a signal's default action
+skips: ``exits_on_termination()`` turns SIGTERM and SIGHUP into ``SystemExit(128 + signum)``
+in the main thread, so a run stopped by ``kill``, ``timeout`` or a closed terminal unwinds and
+stops what it started instead of leaving its services running (``rlvr-world run`` does this).
+
 It does not restart crashed processes on its own (no watchdog); ``restart(name)`` is explicit.
 Pure stdlib plus grpc, which is imported only by ``GrpcHealth``. POSIX only.
 """
@@ -25,10 +30,11 @@ import re
 import signal
 import socket
 import subprocess
+import threading
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Protocol
@@ -203,6 +209,31 @@ class Managed:
         except FileNotFoundError:
             return ""
         return text[-chars:]
+
+
+#: Signals ``exits_on_termination`` turns into ``SystemExit``.
+TERMINATION_SIGNALS = (signal.SIGTERM, signal.SIGHUP)
+
+
+def _exit_on_signal(signum: int, frame: object) -> None:
+    log.warning("%s received: stopping", signal.Signals(signum).name)
+    raise SystemExit(128 + signum)
+
+
+@contextlib.contextmanager
+def exits_on_termination() -> Iterator[None]:
+    """Inside: SIGTERM and SIGHUP raise ``SystemExit(128 + signum)`` in the main thread (module
+    docstring); the previous handlers come back on leaving. Outside the main thread (where
+    Python cannot set handlers) it changes nothing."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = {sig: signal.signal(sig, _exit_on_signal) for sig in TERMINATION_SIGNALS}
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
 
 
 class Supervisor:

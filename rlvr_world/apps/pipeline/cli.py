@@ -134,6 +134,14 @@ def _value(text: str) -> Any:
 
 
 def run_run(args: argparse.Namespace) -> int:
+    from rlvr_world.apps.supervisor import exits_on_termination
+
+    # SIGTERM / SIGHUP unwind the run, so every process and Redis it started is stopped.
+    with exits_on_termination():
+        return _run_task(args)
+
+
+def _run_task(args: argparse.Namespace) -> int:
     from rlvr_world.apps.pipeline.config import load_pipeline_config, read_config_mapping
     from rlvr_world.apps.pipeline.runner import run_pipeline
 

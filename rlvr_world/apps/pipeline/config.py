@@ -88,6 +88,13 @@ class DataConfig(_Section):
         description="most held-out prompts: a seeded draw that keeps the changed/unchanged "
         "shares of the whole held-out split",
     )
+    split_seed: int | None = Field(
+        default=None,
+        ge=0,
+        le=2**31 - 1,
+        description="seed of the train/held-out split and draws; unset: run.seed. Fixed, "
+        "every seed of a comparison trains and evaluates on the same items",
+    )
 
     @model_validator(mode="after")
     def _one_source(self) -> DataConfig:

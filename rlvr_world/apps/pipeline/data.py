@@ -115,7 +115,11 @@ def stratified_draw(transitions: list[Transition], n: int, rng: random.Random) -
 def build_items_with_stats(
     cfg: DataConfig, seed: int
 ) -> tuple[list[PromptItem], list[PromptItem], DataStats]:
-    """``(train, test, stats)`` prompt items (module docstring); the same for the same ``seed``."""
+    """``(train, test, stats)`` prompt items (module docstring); the same for the same ``seed``.
+
+    ``cfg.split_seed``, where set, replaces ``seed``: every run seed then has the same items."""
+    if cfg.split_seed is not None:
+        seed = cfg.split_seed
     prompt_of = prompt_builder(cfg)
     train_all, test_all = _splits(cfg, seed)
     train, long_train = _kept(cfg, train_all, prompt_of)
