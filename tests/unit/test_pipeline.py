@@ -129,6 +129,17 @@ def test_run_seed_reseeds_the_split_and_the_draw() -> None:
     assert {i.prompt_id for i in train0}.isdisjoint({i.prompt_id for i in test0})
 
 
+def test_split_seed_fixes_the_items_whatever_the_run_seed() -> None:
+    """``data.split_seed``: every run seed of a comparison trains and evaluates on the same
+    items (several RL seeds from one start); the split is the one run.seed = split_seed gives."""
+    from rlvr_world.apps.pipeline.config import DataConfig
+    from rlvr_world.apps.pipeline.data import build_items
+
+    fixed = DataConfig(max_train=50, max_test=20, split_seed=0)
+    assert build_items(fixed, seed=3) == build_items(fixed, seed=0)
+    assert build_items(fixed, seed=3) == build_items(DataConfig(max_train=50, max_test=20), 0)
+
+
 def test_bare_prompt_drops_only_the_instruction() -> None:
     from rlvr_world.apps.pipeline.config import DataConfig
     from rlvr_world.apps.pipeline.data import build_items
