@@ -125,6 +125,46 @@ def test_video_base64_and_npz_agree(http: httpx.Client) -> None:
     assert binary["metrics"] == pytest.approx(js["metrics"])
 
 
+def test_video_patch_rewards_over_json_and_npz(http: httpx.Client) -> None:
+    """options.video.patch_grid: the per-patch rewards of the in-process scorer, on both bodies;
+    a grid that does not split the frames is a 422-free invalid_input with no patch rewards (as
+    over gRPC), a malformed grid a 422 naming it."""
+    from rlvr_world.rewards.perceptual import make_perceptual
+    from rlvr_world.rewards.video import VideoRewardConfig, score_video
+
+    video = {"weights": {"l1": 1.0, "stlpips": 1.0}, "lpips_net": "alex", "patch_grid": [4, 2]}
+    body = video_body(options={"video": video})
+    js = http.post("/v1/score", json=body).json()
+    assert js["status"] == "ok", js
+    config = VideoRewardConfig(
+        weights={"l1": 1.0, "stlpips": 1.0}, lpips_net="alex", patch_grid=(4, 2)
+    )
+    core = score_video(FRAMES, TARGET, config, perceptual=make_perceptual("stlpips", "alex", "cpu"))
+    assert len(js["patch_rewards"]) == 2 * 4 * 2
+    np.testing.assert_allclose(js["patch_rewards"], core.patch_rewards, rtol=1e-5, atol=1e-7)
+    assert np.mean(js["patch_rewards"]) == pytest.approx(js["reward"], rel=1e-6)
+    buf = io.BytesIO()
+    np.savez(buf, frames=FRAMES, target_frames=TARGET, request=np.array(json.dumps(
+        {"options": {"video": video}})))  # fmt: skip
+    binary = http.post(
+        "/v1/score/npz", content=buf.getvalue(), headers={"content-type": "application/x-npz"}
+    ).json()
+    assert binary["patch_rewards"] == pytest.approx(js["patch_rewards"])
+    l1 = {"weights": {"l1": 1.0}}
+    plain = http.post("/v1/score", json=video_body(options={"video": l1})).json()
+    assert plain["status"] == "ok" and plain["patch_rewards"] == []
+    uneven = http.post(
+        "/v1/score", json=video_body(options={"video": {**l1, "patch_grid": [3, 3]}})
+    )
+    assert uneven.status_code == 200
+    assert uneven.json()["status"] == "invalid_input" and uneven.json()["patch_rewards"] == []
+    assert "do not split into a 3x3 grid" in uneven.json()["message"]
+    for grid in ([4], [0, 2], [2, 2, 2]):
+        bad = http.post("/v1/score", json=video_body(options={"video": {**l1, "patch_grid": grid}}))
+        assert bad.status_code == 422 and "patch_grid" in bad.text, (grid, bad.text)
+    assert_healthy(http)
+
+
 def test_batch_in_order(http: httpx.Client) -> None:
     rows = example_rows("web_agent")
     body = {"requests": [{**r, "request_id": str(i)} for i, r in enumerate(rows)]}

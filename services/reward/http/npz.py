@@ -122,6 +122,7 @@ def video_spec(options: OptionsIn | None) -> VideoSpec:
         repetition_penalty=video.repetition_penalty,
         repetition_threshold=video.repetition_threshold,
         lpips_net=video.lpips_net,
+        patch_grid=tuple(video.patch_grid) if video.patch_grid else None,
     )
 
 

@@ -15,7 +15,7 @@ binary ``.npz`` archive instead (see ``serving.job_from_npz``).
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -45,6 +45,13 @@ class VideoOptionsIn(_Strict):
     repetition_penalty: float | None = Field(default=None, ge=0)
     repetition_threshold: float | None = Field(default=None, ge=0)
     lpips_net: Literal["vgg", "alex"] | None = None
+    patch_grid: list[Annotated[int, Field(ge=1)]] | None = Field(
+        default=None,
+        min_length=2,
+        max_length=2,
+        description="[rows, cols]: also the reward of each patch (patch_rewards), frames "
+        "split into equal patches (per-token credit)",
+    )
 
 
 class OptionsIn(_Strict):
@@ -87,6 +94,11 @@ class ScoreResponseOut(BaseModel):
     status: StatusName
     metrics: dict[str, float]
     message: str = Field(default="", description="why, when status is not ok")
+    patch_rewards: list[float] = Field(
+        default_factory=list,
+        description="with options.video.patch_grid: one reward per patch, frame-major then "
+        "row-major; they average to reward",
+    )
 
 
 class ScoreBatchIn(_Strict):
