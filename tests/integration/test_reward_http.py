@@ -126,9 +126,10 @@ def test_video_base64_and_npz_agree(http: httpx.Client) -> None:
 
 
 def test_video_patch_rewards_over_json_and_npz(http: httpx.Client) -> None:
-    """options.video.patch_grid: the per-patch rewards of the in-process scorer, on both bodies;
-    a grid that does not split the frames is a 422-free invalid_input with no patch rewards (as
-    over gRPC), a malformed grid a 422 naming it."""
+    """options.video.patch_grid: the per-patch rewards of the in-process scorer, on both bodies.
+    A grid that does not split the frames: HTTP 200, status invalid_input with the reason and no
+    patch rewards (as over gRPC); a malformed grid (one number, a 0, three numbers): 422 naming
+    patch_grid."""
     from rlvr_world.rewards.perceptual import make_perceptual
     from rlvr_world.rewards.video import VideoRewardConfig, score_video
 
