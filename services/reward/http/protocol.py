@@ -94,10 +94,11 @@ class ScoreResponseOut(BaseModel):
     status: StatusName
     metrics: dict[str, float]
     message: str = Field(default="", description="why, when status is not ok")
-    patch_rewards: list[float] = Field(
-        default_factory=list,
-        description="with options.video.patch_grid: one reward per patch, frame-major then "
-        "row-major; they average to reward",
+    patch_rewards: list[float] | None = Field(
+        default=None,
+        description="only with options.video.patch_grid and status ok (absent otherwise, as in "
+        "the core result's dict): one reward per patch, frame-major then row-major; they "
+        "average to reward",
     )
 
 

@@ -55,13 +55,13 @@ router = APIRouter(responses=_ERRORS)
 probes = APIRouter()
 
 
-@router.post("/v1/score", response_model=ScoreResponseOut)
+@router.post("/v1/score", response_model=ScoreResponseOut, response_model_exclude_none=True)
 async def score(body: ScoreRequestIn, serving: Serving) -> ScoreResponseOut:
     """Score one request (verl style or typed)."""
     return await serving.score(body)
 
 
-@router.post("/v1/score/batch", response_model=ScoreBatchOut)
+@router.post("/v1/score/batch", response_model=ScoreBatchOut, response_model_exclude_none=True)
 async def score_batch(body: ScoreBatchIn, serving: Serving) -> ScoreBatchOut:
     """Score many requests in parallel; responses in request order."""
     return await serving.score_batch(body)
@@ -70,6 +70,7 @@ async def score_batch(body: ScoreBatchIn, serving: Serving) -> ScoreBatchOut:
 @router.post(
     "/v1/score/npz",
     response_model=ScoreResponseOut,
+    response_model_exclude_none=True,
     openapi_extra={
         "requestBody": {
             "required": True,

@@ -114,7 +114,7 @@ def response_of(request_id: str, result: RewardResult) -> ScoreResponseOut:
         status=result.status.value,
         metrics=dict(result.metrics),
         message=result.message,
-        patch_rewards=list(result.patch_rewards),
+        patch_rewards=list(result.patch_rewards) or None,
     )
 
 
