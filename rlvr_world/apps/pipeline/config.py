@@ -39,7 +39,24 @@ class KitchenData(_Section):
     goal: int = Field(default=1, ge=1, le=3, description="toasted slices on the plate to win")
 
 
-class DataConfig(_Section):
+class _SplitSeeded(_Section):
+    """A data section whose train/held-out split and held-out draw can be seeded apart from
+    ``run.seed`` (text and web runs alike)."""
+
+    split_seed: int | None = Field(
+        default=None,
+        ge=0,
+        le=2**31 - 1,
+        description="seed of the train/held-out split and the held-out draw; unset: run.seed. "
+        "Fixed, every seed of a comparison trains and evaluates on the same items",
+    )
+
+    def split_seed_for(self, run_seed: int) -> int:
+        """The seed the split and the held-out draw use in a run seeded ``run_seed``."""
+        return run_seed if self.split_seed is None else self.split_seed
+
+
+class DataConfig(_SplitSeeded):
     """Where the transitions come from and how they are split (seeded by ``run.seed``)."""
 
     kitchen: KitchenData = Field(default_factory=KitchenData, description="synthetic game")
@@ -88,13 +105,6 @@ class DataConfig(_Section):
         description="most held-out prompts: a seeded draw that keeps the changed/unchanged "
         "shares of the whole held-out split",
     )
-    split_seed: int | None = Field(
-        default=None,
-        ge=0,
-        le=2**31 - 1,
-        description="seed of the train/held-out split and draws; unset: run.seed. Fixed, "
-        "every seed of a comparison trains and evaluates on the same items",
-    )
 
     @model_validator(mode="after")
     def _one_source(self) -> DataConfig:
@@ -107,7 +117,7 @@ class DataConfig(_Section):
         return self
 
 
-class WebDataConfig(_Section):
+class WebDataConfig(_SplitSeeded):
     """Web transitions (``task: web``): MiniWoB++ / WebArena files or collector directories.
 
     Prepared by ``rlvr_world.web.items.build_web_items``: de-duplicated, split by task family (a
@@ -131,13 +141,6 @@ class WebDataConfig(_Section):
     test_tasks: list[str] = Field(
         default_factory=list,
         description="held-out tasks (their whole families); empty: a seeded test_fraction",
-    )
-    split_seed: int | None = Field(
-        default=None,
-        ge=0,
-        le=2**31 - 1,
-        description="seed of the task split; unset: run.seed. Fixed, every seed of a "
-        "comparison evaluates the same held-out items",
     )
     max_chars: int | None = Field(
         default=2000,

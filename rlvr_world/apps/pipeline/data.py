@@ -118,8 +118,7 @@ def build_items_with_stats(
     """``(train, test, stats)`` prompt items (module docstring); the same for the same ``seed``.
 
     ``cfg.split_seed``, where set, replaces ``seed``: every run seed then has the same items."""
-    if cfg.split_seed is not None:
-        seed = cfg.split_seed
+    seed = cfg.split_seed_for(seed)
     prompt_of = prompt_builder(cfg)
     train_all, test_all = _splits(cfg, seed)
     train, long_train = _kept(cfg, train_all, prompt_of)

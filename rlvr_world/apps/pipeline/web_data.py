@@ -37,7 +37,7 @@ def build_web_run_items(
     transitions = load_web_sources(cfg.sources)
     if not transitions:
         raise ValueError(f"data.sources: no web transition in {[str(p) for p in cfg.sources]}")
-    split_seed = cfg.split_seed if cfg.split_seed is not None else seed
+    split_seed = cfg.split_seed_for(seed)
     web = build_web_items(
         transitions,
         count_tokens=len,
