@@ -73,7 +73,9 @@ make_debian_base() {
     fi
     local rootfs
     rootfs="$(mktemp -d /var/tmp/rlvr-debootstrap.XXXXXX)"
-    trap 'rm -rf "$rootfs"' RETURN
+    # A RETURN trap outlives the function that sets it and would fire again when any later
+    # function returns (there `rootfs` is unset, an error under `set -u`): clear it as it fires.
+    trap 'rm -rf -- "$rootfs"; trap - RETURN' RETURN
     log "debootstrap --variant=minbase bookworm (from $DEBIAN_MIRROR)"
     debootstrap --variant=minbase bookworm "$rootfs" "$DEBIAN_MIRROR" >"$rootfs.log" 2>&1 \
         || { tail -n 20 "$rootfs.log" >&2; rm -f "$rootfs.log"; return 1; }
