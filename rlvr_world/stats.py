@@ -7,9 +7,9 @@ with a percentile interval. With several seeds, an item's score is first average
 (each seed evaluates the same items), so the interval covers item sampling; the seed-to-seed
 spread is reported beside it by the caller, not folded in.
 
-``Headline`` is the ``headline`` object of a run's ``summary.json`` (DESIGN.md §8): the metric,
-n, seeds, the start / control / RLVR means, the 95% interval of RLVR - control, and whether that
-interval excludes 0. Pure numpy; no I/O.
+``Headline`` is the ``headline`` object of a run's ``summary.json``
+(docs/architecture.md#experiments): the metric, n, seeds, the start / control / RLVR means, the
+95% interval of RLVR - control, and whether that interval excludes 0. Pure numpy; no I/O.
 """
 
 from __future__ import annotations
@@ -90,7 +90,7 @@ def paired_bootstrap(
 
 @dataclass(frozen=True)
 class Headline:
-    """The ``headline`` of a run's summary (DESIGN.md §8)."""
+    """The ``headline`` of a run's summary (docs/architecture.md#experiments)."""
 
     metric: str
     n: int

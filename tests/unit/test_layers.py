@@ -1,9 +1,9 @@
 """The import-linter contract of pyproject.toml: the real tree keeps it, and each kind of layer
 violation, planted in a copy of the tree, breaks it with the offending import named.
 
-Layers (DESIGN.md section 3): the core ``rlvr_world`` (outside ``rlvr_world.apps``) imports neither
-``services``, ``trainer`` nor ``rlvr_world.apps``; services and the trainer import neither each
-other nor the apps; no service imports another.
+Layers (docs/architecture.md#layers): the core ``rlvr_world`` (outside ``rlvr_world.apps``)
+imports neither ``services``, ``trainer`` nor ``rlvr_world.apps``; services and the trainer
+import neither each other nor the apps; no service imports another.
 """
 
 from __future__ import annotations
