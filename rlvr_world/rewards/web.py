@@ -66,6 +66,7 @@ from collections import Counter
 
 import numpy as np
 
+from rlvr_world.rewards.eos import strip_eos
 from rlvr_world.rewards.types import RewardResult, Status, failed
 
 SECTIONS: tuple[str, ...] = ("New items", "Deleted items", "Updated items")
@@ -74,14 +75,6 @@ MISMATCH_COST = 10000.0
 #: Longest prediction or ground truth scored, in characters (a 7288-token answer is ~30k chars).
 MAX_TEXT_CHARS = 2_000_000
 
-EOS_TEXTS: tuple[str, ...] = (
-    "<｜end▁of▁sentence｜>",
-    "<|endoftext|>",
-    "<|im_end|>",
-    "<|eot_id|>",
-    "</s>",
-    "<|eos|>",  # this project's tiny models (rlvr_world.tiny_model)
-)
 _STRICT_HEADER = re.compile(
     r"^[#>*_\s]*(new|deleted|updated)\s+items\s*[*_]*\s*:\s*[*_]*\s*(.*)$", re.IGNORECASE
 )
@@ -106,13 +99,6 @@ def parse_sections_paper(text: str) -> tuple[Parsed, bool]:
         elif current is not None:
             sections[current].add(line)
     return sections, current is not None
-
-
-def strip_eos(text: str) -> str:
-    """Remove every end-of-sequence text (they can only come from decoding special tokens)."""
-    for eos in EOS_TEXTS:
-        text = text.replace(eos, "")
-    return text
 
 
 def _normalise_item(line: str) -> str:

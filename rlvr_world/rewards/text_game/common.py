@@ -28,17 +28,6 @@ MAX_RESPONSE_CHARS = 2_000_000
 #: ``"{x} "`` takes 2 s, 2 MB takes over 200 s), so no longer text is handed to it.
 MAX_REPAIR_CHARS = 131_072
 
-#: End-of-sequence texts that a decode without ``skip_special_tokens`` leaves in the response
-#: (DeepSeek-R1 / Qwen / GPT-2 / Llama 3 families). Strict removes them; paper keeps them (Q6).
-EOS_TEXTS = (
-    "<｜end▁of▁sentence｜>",
-    "<|endoftext|>",
-    "<|im_end|>",
-    "<|eot_id|>",
-    "<|end_of_text|>",
-    "<|eos|>",  # this project's tiny models (rlvr_world.tiny_model)
-)
-
 VARIANTS = ("paper", "strict")
 REWARD_TYPES = ("binary", "task_specific")
 
@@ -55,14 +44,6 @@ class GameInputs:
     current: dict[str, Any]
     target: dict[str, Any]
     action: str | None
-
-
-def strip_eos(text: str) -> str:
-    """Remove every end-of-sequence marker from a decoded response."""
-    for marker in EOS_TEXTS:
-        if marker in text:
-            text = text.replace(marker, "")
-    return text
 
 
 def task_specific_reward(item: float, score: float, exact: bool, changed: Sequence[int]) -> float:

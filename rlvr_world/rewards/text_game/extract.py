@@ -33,7 +33,8 @@ from typing import Any
 import dirtyjson
 import json_repair
 
-from rlvr_world.rewards.text_game.common import MAX_REPAIR_CHARS, strip_eos
+from rlvr_world.rewards.eos import strip_eos
+from rlvr_world.rewards.text_game.common import MAX_REPAIR_CHARS
 
 #: Answer phrases in the reference's order of precedence (reference step 1).
 PAPER_PHRASES = (
