@@ -15,6 +15,9 @@ Those stops run when the ``with Supervisor`` block is left, which a signal's def
 skips: ``exits_on_termination()`` turns SIGTERM and SIGHUP into ``SystemExit(128 + signum)``
 in the main thread, so a run stopped by ``kill``, ``timeout`` or a closed terminal unwinds and
 stops what it started instead of leaving its services running (``rlvr-world run`` does this).
+A SIGKILL skips even that: every group started here is also registered with the reaper
+(``rlvr_world.reaper``), a process of its own that stops the groups when this process dies
+without having stopped them.
 
 It does not restart crashed processes on its own (no watchdog); ``restart(name)`` is explicit.
 Pure stdlib plus grpc, which is imported only by ``GrpcHealth``. POSIX only.
@@ -39,6 +42,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Protocol
 
+from rlvr_world import reaper
 from rlvr_world.apps.healthcheck import HTTP_SUCCESS
 
 log = logging.getLogger(__name__)
@@ -344,6 +348,7 @@ class Supervisor:
             cwd=spec.cwd,
             start_new_session=True,
         )
+        reaper.watch(popen.pid, group=True)  # stopped even if this process is SIGKILLed
         managed = Managed(spec, popen, log_path, log_file)
         self._procs.pop(spec.name, None)
         self._procs[spec.name] = managed
@@ -378,6 +383,7 @@ class Supervisor:
                 managed.popen.wait()
         # children left in the group (the leader exited first) go too
         self._signal_group(managed, signal.SIGKILL)
+        reaper.forget(managed.pid)
         managed.log_file.close()
         return int(managed.popen.returncode)
 
@@ -386,6 +392,7 @@ class Supervisor:
         managed = self.get(name)
         self._signal_group(managed, signal.SIGKILL)
         managed.popen.wait()
+        reaper.forget(managed.pid)
         managed.log_file.close()
         return int(managed.popen.returncode)
 

@@ -35,6 +35,8 @@ import redis
 from redis.backoff import ExponentialWithJitterBackoff, NoBackoff
 from redis.retry import Retry
 
+from rlvr_world import reaper
+
 logger = logging.getLogger(__name__)
 
 REDIS_URL_ENV = "RLVR_REDIS_URL"
@@ -156,6 +158,7 @@ class EmbeddedRedis:
             proc = subprocess.Popen(
                 self._argv, stdin=subprocess.DEVNULL, stdout=log_file, stderr=log_file
             )
+        reaper.watch(proc.pid)  # shut down even if the process that started it is SIGKILLed
         with self._lock:
             self._proc = proc
         deadline = time.monotonic() + self.start_timeout_s
@@ -223,6 +226,8 @@ class EmbeddedRedis:
             except subprocess.TimeoutExpired:
                 proc.kill()
                 proc.wait()
+        if proc is not None:
+            reaper.forget(proc.pid)
         if self._watchdog is not None:
             self._watchdog.join(timeout_s)
 

@@ -1,9 +1,11 @@
-"""``rlvr-world run`` stopped by a signal stops what it started.
+"""``rlvr-world run`` stopped by a signal stops what it started, SIGKILL included.
 
 A signal's default action ends the process at once: without ``exits_on_termination`` the
 supervised services, the trainer and the embedded Redis of a SIGTERMed run kept running (found on
 2026-12-04: four orphans holding ports and a core after ``kill`` of a run). Here a real smoke run
-is SIGTERMed once its trainer has started; it must exit with 143 and leave no process it started.
+is SIGTERMed (SIGHUPed) once its trainer has started; it must exit with 128 + the signal and leave
+no process it started. A SIGKILL cannot be caught: the reaper (``rlvr_world.reaper``) must stop
+every service, the trainer and Redis within its grace after the run is killed.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from pathlib import Path
 import pytest
 
 from rlvr_world.queue.server import REDIS_URL_ENV
+from rlvr_world.reaper import GRACE_S
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -45,7 +48,9 @@ def _pids(log: Path) -> dict[str, int]:
     return pids
 
 
-@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGHUP])
+@pytest.mark.parametrize(
+    "sig", [signal.SIGTERM, signal.SIGHUP, signal.SIGKILL], ids=lambda s: s.name
+)
 def test_signalled_run_exits_and_stops_every_process_it_started(
     tmp_path: Path, sig: signal.Signals
 ) -> None:
@@ -67,12 +72,14 @@ def test_signalled_run_exits_and_stops_every_process_it_started(
         started = _pids(log)
         assert {"reward", "decoder", "rollout", "trainer", "redis"} <= started.keys(), started
         proc.send_signal(sig)
-        assert proc.wait(timeout=120) == 128 + sig, log.read_text()[-3000:]
-        gone_by = time.monotonic() + 10
+        code = proc.wait(timeout=120)
+        assert code == (-sig if sig == signal.SIGKILL else 128 + sig), log.read_text()[-3000:]
+        gone_by = time.monotonic() + 10 + (GRACE_S if sig == signal.SIGKILL else 0)
         while (left := [n for n, p in started.items() if _alive(p)]) and time.monotonic() < gone_by:
             time.sleep(0.2)
         assert not left, f"still running after the run exited: {left}"
-        assert f"{sig.name} received: stopping" in log.read_text()
+        if sig != signal.SIGKILL:
+            assert f"{sig.name} received: stopping" in log.read_text()
     finally:
         if proc.poll() is None:
             proc.kill()
