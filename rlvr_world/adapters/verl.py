@@ -6,25 +6,40 @@
       reward_kwargs:            # all optional
         address: reward:50051   # default: env RLVR_REWARD_ADDRESS, else 127.0.0.1:50051
         metric_keys: [f1]       # metrics to log; missing ones are NaN (verl needs equal keys)
+        unparseable_reward: 0.0 # what an unparseable answer scores (default 0.0)
+        failure_reward: null    # see below; null (default) raises
 
-``compute_score`` is a coroutine, so verl's reward loop awaits it without a thread. It returns
+``compute_score`` is a coroutine, so verl's reward loop (``reward.num_workers`` Ray workers, each
+awaiting ``asyncio.gather`` over its chunk) awaits it without a thread. It returns
 ``{"score", "reward_ok", "reward_status", *metric_keys}``: the same keys for every sample, as
-verl stacks them across the batch. A sample that could not be scored keeps the core's reward
-(``reward_ok`` 0, ``reward_status`` says why); an unreachable service raises
-``RewardServiceUnavailable`` (a training step is never fed silent zeros). Token: env
-``RLVR_REWARD_API_TOKEN`` or ``token=``.
+verl stacks them across the batch. What each status becomes (DESIGN §4):
+
+* ``ok``: the service's reward (a wrong answer scores low there);
+* ``unparseable``: ``unparseable_reward`` (default 0.0, as our trainer's
+  ``grpo.unparseable_reward``): the policy's own failure is a training signal;
+* ``invalid_input``, ``timeout``, ``error`` (the caller's data or the service failed): verl has no
+  "no verdict" (its reward is a tensor), so ``RewardNotScored`` is raised, naming the status and
+  the reason, and the step fails loudly; ``failure_reward: <float>`` scores them with that value
+  instead, each logged as a warning (``reward_ok`` 0 and ``reward_status`` keep them visible in
+  verl's logs).
+
+An unreachable service raises ``RewardServiceUnavailable`` after the client's retries (a training
+step is never fed silent zeros). Token: env ``RLVR_REWARD_API_TOKEN`` or ``token=``.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import math
 from collections.abc import Sequence
 from typing import Any
 
 from rlvr_world.client import AsyncRewardClient, json_default
+from rlvr_world.rewards.types import RewardResult, Status, failed
 
+log = logging.getLogger(__name__)
 _CLIENTS: dict[tuple[str | None, str | None, int], AsyncRewardClient] = {}
 
 
@@ -34,6 +49,35 @@ def _client(address: str | None, token: str | None) -> AsyncRewardClient:
     if key not in _CLIENTS:
         _CLIENTS[key] = AsyncRewardClient(address, token=token)
     return _CLIENTS[key]
+
+
+class RewardNotScored(RuntimeError):
+    """The service could not score a sample for a reason that is not the policy's (status
+    ``invalid_input``, ``timeout`` or ``error``) and no ``failure_reward`` was configured."""
+
+    def __init__(self, result: RewardResult, data_source: str) -> None:
+        self.result = result
+        super().__init__(
+            f"reward service could not score a {data_source} sample: status "
+            f"{result.status.value}: {result.message or 'no message'} (set reward_kwargs."
+            "failure_reward to score such samples with a fixed value instead)"
+        )
+
+
+def verl_score(
+    result: RewardResult, unparseable_reward: float, failure_reward: float | None, data_source: str
+) -> float:
+    """The ``score`` verl gets for one result (module docstring); raises ``RewardNotScored``."""
+    if result.status is Status.OK:
+        return result.reward
+    if result.status is Status.UNPARSEABLE:
+        return unparseable_reward
+    if failure_reward is None:
+        log.error("%s sample not scored: %s: %s", data_source, result.status.value, result.message)
+        raise RewardNotScored(result, data_source)
+    log.warning("%s sample not scored (%s: %s); failure_reward %s",
+                data_source, result.status.value, result.message, failure_reward)  # fmt: skip
+    return failure_reward
 
 
 # verl calls it with the four sample fields, then the config's reward_kwargs as keywords.
@@ -48,22 +92,27 @@ async def compute_score(  # noqa: PLR0913 (verl's reward-function signature)
     metric_keys: Sequence[str] = (),
     variant: str = "",
     reward_type: str = "",
+    unparseable_reward: float = 0.0,
+    failure_reward: float | None = None,
     **_: Any,
 ) -> dict[str, Any]:
     """Score one verl sample through the service; see the module docstring."""
-    row = {
-        "data_source": data_source,
-        "solution_str": solution_str,
-        "ground_truth": ground_truth,
-        "extra_info": json.dumps(extra_info, default=json_default)
-        if extra_info is not None
-        else None,
-        "variant": variant,
-        "reward_type": reward_type,
-    }
-    result = await _client(address, token).score_verl(row)
+    try:
+        extra = json.dumps(extra_info, default=json_default) if extra_info is not None else None
+    except (TypeError, ValueError) as exc:
+        result = failed(Status.INVALID_INPUT, str(exc))
+    else:
+        row = {
+            "data_source": data_source,
+            "solution_str": solution_str,
+            "ground_truth": ground_truth,
+            "extra_info": extra,
+            "variant": variant,
+            "reward_type": reward_type,
+        }
+        result = await _client(address, token).score_verl(row)
     out: dict[str, Any] = {
-        "score": result.reward,
+        "score": verl_score(result, unparseable_reward, failure_reward, data_source),
         "reward_ok": 1.0 if result.ok else 0.0,
         "reward_status": result.status.value,
     }

@@ -65,7 +65,16 @@ class RewardSettings(ServiceSettings):
     )
     default_data_source: str | None = Field(
         default=None,
-        description="/get_reward: data_source for labels that are a plain ground-truth string",
+        description="/get_reward, /slime/reward: data_source for labels that are a plain "
+        "ground-truth string",
+    )
+    unparseable_reward: float = Field(
+        default=0.0,
+        ge=-1e6,
+        le=1e6,
+        description="/get_reward, /slime/reward: the reward of an unparseable answer (the "
+        "policy's failure, as the trainer's grpo.unparseable_reward); timeout and error answer "
+        "503, invalid input 422",
     )
     max_connection_age_s: float | None = Field(
         default=None,

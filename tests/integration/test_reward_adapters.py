@@ -1,9 +1,12 @@
-"""Adapters against a real service: verl through its own reward loop manager, TRL as a call."""
+"""Adapters against a real service: verl through its own reward manager, TRL as a call; what each
+status becomes (DESIGN §4): unparseable -> the configured low reward, a failure of the service or
+of the caller's data -> TRL's None / verl's ``RewardNotScored``, with the reason logged."""
 
 from __future__ import annotations
 
 import asyncio
 import json
+import logging
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -22,6 +25,14 @@ ADAPTER = Path(__file__).resolve().parents[2] / "rlvr_world" / "adapters" / "ver
 @pytest.fixture(scope="module")
 def svc() -> Iterator[ServiceThread]:
     with ServiceThread(RewardSettings(grpc_port=0, http_port=0, workers=1)) as service:
+        yield service
+
+
+@pytest.fixture(scope="module")
+def late() -> Iterator[ServiceThread]:
+    """A deadline no scoring can meet: every score has status ``timeout``."""
+    settings = RewardSettings(grpc_port=0, http_port=0, workers=1, deadline_s=1e-6)
+    with ServiceThread(settings) as service:
         yield service
 
 
@@ -85,16 +96,40 @@ def test_verl_naive_reward_manager_scores_through_the_service(svc: ServiceThread
         assert info["reward_status"] == core.status.value
 
 
-def test_verl_adapter_keys_are_stable_for_failures(svc: ServiceThread) -> None:
+def test_verl_adapter_unparseable_gets_the_low_reward(svc: ServiceThread) -> None:
     from rlvr_world.adapters.verl import compute_score
 
+    args = ("web_agent", "no headers here", "New items:\n[1] a", None)
     out = asyncio.run(
-        compute_score("web_agent", "no headers here", "New items:\n[1] a", None,
-                      address=svc.grpc_address, metric_keys=["f1", "precision"])
-    )  # fmt: skip
-    assert out["reward_ok"] == 0.0
-    assert out["reward_status"] == "unparseable"
+        compute_score(*args, address=svc.grpc_address, metric_keys=["f1", "precision"])
+    )
+    assert (out["score"], out["reward_ok"], out["reward_status"]) == (0.0, 0.0, "unparseable")
     assert set(out) == {"score", "reward_ok", "reward_status", "f1", "precision"}
+    low = asyncio.run(compute_score(*args, address=svc.grpc_address, unparseable_reward=-0.5))
+    assert low["score"] == -0.5
+
+
+def test_verl_adapter_raises_on_a_failure_not_the_policys(
+    svc: ServiceThread, late: ServiceThread, caplog: pytest.LogCaptureFixture
+) -> None:
+    """timeout (the service) and invalid_input (the caller's data) raise RewardNotScored, logged;
+    failure_reward scores them instead, with a warning."""
+    from rlvr_world.adapters.verl import RewardNotScored, compute_score
+
+    row = example_rows("web_agent")[0]
+    args = (row["data_source"], row["solution_str"], row["ground_truth"], None)
+    with caplog.at_level(logging.WARNING, logger="rlvr_world.adapters.verl"):
+        with pytest.raises(RewardNotScored, match=r"status timeout: .*deadline"):
+            asyncio.run(compute_score(*args, address=late.grpc_address))
+        with pytest.raises(RewardNotScored, match="status invalid_input: ground_truth"):
+            asyncio.run(compute_score("web_agent", "New items:", "no sections", None,
+                                      address=svc.grpc_address))  # fmt: skip
+        with pytest.raises(RewardNotScored, match="invalid_input: extra_info: set is not JSON"):
+            asyncio.run(compute_score(*args[:3], {"x": {1}}, address=svc.grpc_address))
+        out = asyncio.run(compute_score(*args, address=late.grpc_address, failure_reward=-1.0))
+    assert (out["score"], out["reward_ok"], out["reward_status"]) == (-1.0, 0.0, "timeout")
+    assert "sample not scored: timeout" in caplog.text
+    assert "failure_reward -1.0" in caplog.text
 
 
 def test_trl_reward_func_plain_call(svc: ServiceThread) -> None:
@@ -103,6 +138,7 @@ def test_trl_reward_func_plain_call(svc: ServiceThread) -> None:
 
     rows = example_rows("web_agent")
     func = RewardServiceFunc(svc.grpc_address, default_data_source="web_agent")
+    logged: dict[str, list[object]] = {}
     try:
         completions = [[{"role": "assistant", "content": r["solution_str"]}] for r in rows]
         completions.append("not an answer")
@@ -112,9 +148,71 @@ def test_trl_reward_func_plain_call(svc: ServiceThread) -> None:
             ground_truth=truths,
             prompts=["p"] * len(truths),
             extra_info=[json.dumps({})] * len(truths),
+            log_extra=logged.__setitem__,
         )
     finally:
         func.close()
     expected = [score_mapping({**r, "variant": "strict"}).reward for r in rows]  # the default
     assert rewards[:-1] == pytest.approx(expected)
-    assert rewards[-1] is None  # unparseable: not applicable, not a silent 0
+    assert rewards[-1] == 0.0  # unparseable: the policy's failure, the low reward (not None)
+    assert logged["reward_status"] == ["ok"] * len(rows) + ["unparseable"]
+
+
+def test_trl_none_only_for_failures_not_the_policys(
+    svc: ServiceThread, late: ServiceThread, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A row the service refuses gets None and the rest is still scored: an unknown data_source
+    (refused by the client), a ground truth without sections (status invalid_input), extra_info
+    that is not JSON (ScoreBatch refuses the whole batch: scored again one by one). A timeout
+    gets None. Each one is logged with its reason."""
+    from rlvr_world.adapters.trl import RewardServiceFunc
+
+    rows = example_rows("web_agent")[:2]
+    good = [r["solution_str"] for r in rows]
+    truth = rows[0]["ground_truth"]
+    func = RewardServiceFunc(svc.grpc_address, unparseable_reward=-1.0)
+    metrics: dict[str, float] = {}
+    with caplog.at_level(logging.WARNING, logger="rlvr_world.adapters.trl"):
+        try:
+            rewards = func(
+                [*good, "garbage", good[0], good[0], good[0]],
+                ground_truth=[r["ground_truth"] for r in rows]
+                + [truth, truth, "no sections here", truth],
+                data_source=["web_agent"] * 3 + ["chess", "web_agent", "web_agent"],
+                extra_info=[None] * 5 + ["{not json"],
+                log_metric=metrics.__setitem__,
+            )
+        finally:
+            func.close()
+        late_func = RewardServiceFunc(late.grpc_address, default_data_source="web_agent")
+        try:
+            timed_out = late_func([good[0]], ground_truth=[truth])
+        finally:
+            late_func.close()
+    expected = [score_mapping({**r, "variant": "strict"}).reward for r in rows]
+    assert rewards[:2] == pytest.approx(expected)
+    assert rewards[2:] == [-1.0, None, None, None]
+    assert timed_out == [None]
+    assert metrics["rlvr_reward/invalid_input_frac"] == pytest.approx(3 / 6)
+    assert metrics["rlvr_reward/unparseable_frac"] == pytest.approx(1 / 6)
+    assert "reward batch refused (requests[4].extra_info_json: not valid JSON" in caplog.text
+    for i, field in ((3, "data_source"), (4, "ground_truth"), (5, "extra_info")):
+        assert f"sample {i}: not scored, None for TRL (status invalid_input: {field}" in caplog.text
+    assert "status timeout" in caplog.text
+
+
+def test_trl_missing_columns_and_unreachable_service_raise() -> None:
+    from rlvr_world.adapters.trl import RewardServiceFunc
+    from rlvr_world.client import RetryPolicy, RewardServiceUnavailable
+
+    func = RewardServiceFunc("127.0.0.1:9")  # nothing listens there
+    func._client.retry = RetryPolicy(attempts=2, initial_s=0.01)
+    try:
+        with pytest.raises(ValueError, match="ground_truth: the dataset needs this column"):
+            func(["x"], data_source=["web_agent"])
+        with pytest.raises(ValueError, match="data_source: the dataset needs this column"):
+            func(["x"], ground_truth=["New items:"])
+        with pytest.raises(RewardServiceUnavailable, match=r"127\.0\.0\.1:9"):
+            func(["x"], ground_truth=["New items:"], data_source=["web_agent"])
+    finally:
+        func.close()

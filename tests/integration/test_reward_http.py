@@ -186,12 +186,16 @@ def test_openrlhf_get_reward(http: httpx.Client) -> None:
         "prompts": prompts,
         "labels": labels,
     }
+    body["query"].append(prompts[0] + "no answer at all")  # unparseable: the policy's failure
+    body["prompts"].append(prompts[0])
+    body["labels"].append(labels[1])
     out = http.post("/get_reward", json=body).json()
     expected = [score_mapping(r) for r in rows]
-    assert out["rewards"] == pytest.approx([e.reward for e in expected])
+    assert out["rewards"] == pytest.approx([e.reward for e in expected] + [0.0])
     assert out["scores"] == out["rewards"]
-    assert out["statuses"] == [e.status.value for e in expected]
-    assert out["extra_logs"]["reward_ok"] == [float(e.ok) for e in expected]
+    assert out["statuses"] == [e.status.value for e in expected] + ["unparseable"]
+    assert out["extra_logs"]["reward_ok"] == [float(e.ok) for e in expected] + [0.0]
+    assert out["messages"][-1] == "solution_str: no recognised section header"
 
 
 def test_probes_metrics_docs(http: httpx.Client) -> None:

@@ -110,23 +110,58 @@ class ScoreBatchOut(BaseModel):
     responses: list[ScoreResponseOut]
 
 
+Label = str | dict[str, Any]
+
+
 class GetRewardIn(BaseModel):
-    """OpenRLHF ``--remote_rm_url`` request. ``query[i]`` is prompt + response; ``labels[i]`` the
-    ground truth: either a JSON object ``{"data_source", "ground_truth", "extra_info", "variant",
-    "reward_type"}`` or a plain ground-truth string scored with the server's
-    ``RLVR_REWARD_DEFAULT_DATA_SOURCE``."""
+    """OpenRLHF ``--remote_rm_url`` request (``SingleTurnAgentExecutor._fetch_rewards_via_http``
+    in openrlhf 0.11: ``{"query", "prompts", "labels"}``, one query per call). ``query[i]`` is
+    prompt + response; ``labels[i]`` the ground truth: a JSON object (or its text)
+    ``{"data_source", "ground_truth", "extra_info", "variant", "reward_type"}``, or a plain
+    ground-truth string scored with the server's ``RLVR_REWARD_DEFAULT_DATA_SOURCE``."""
 
     query: list[str] = Field(description="prompt + response, decoded")
     prompts: list[str] | None = Field(default=None, description="stripped from the query's start")
-    labels: list[str] | None = Field(default=None, description="one per query (see above)")
+    labels: list[Label] | None = Field(default=None, description="one per query (see above)")
 
 
 class GetRewardOut(BaseModel):
+    """``rewards[i]``: the reward, or ``RLVR_REWARD_UNPARSEABLE_REWARD`` (default 0) for an
+    unparseable answer; a query the service could not score fails the call (422 / 503)."""
+
     rewards: list[float] = Field(description="one per query, in order")
     scores: list[float] = Field(description="same as rewards (OpenRLHF's dynamic filtering)")
     extra_logs: dict[str, list[float]] = Field(description="per-query numbers OpenRLHF logs")
-    statuses: list[StatusName] = Field(description="per query; a failed score is never 'ok'")
+    statuses: list[StatusName] = Field(description="per query: ok or unparseable")
     messages: list[str] = Field(description="per query; why, when the status is not ok")
+
+
+class SlimeRewardIn(BaseModel):
+    """slime ``--rm-url`` request (``slime.rollout.rm_hub.remote_rm``: one sample per call,
+    ``{"prompt", "response", "label"}`` from its ``Sample``). ``label`` as in ``GetRewardIn``."""
+
+    prompt: str | list[dict[str, Any]] | None = Field(
+        default=None, description="the sample's prompt (text or chat messages); not scored"
+    )
+    response: str = Field(description="the model's response alone (no prompt)")
+    label: Label = Field(
+        description="JSON object (or its text) with data_source and ground_truth, or a plain "
+        "ground truth with RLVR_REWARD_DEFAULT_DATA_SOURCE"
+    )
+
+
+class SlimeRewardOut(BaseModel):
+    """slime keeps the whole object as ``Sample.reward``; ``--reward-key reward`` reads the
+    scalar."""
+
+    reward: float = Field(
+        description="the reward; RLVR_REWARD_UNPARSEABLE_REWARD (default 0) when unparseable"
+    )
+    status: Literal["ok", "unparseable"] = Field(
+        description="other statuses fail the call (422 / 503)"
+    )
+    metrics: dict[str, float]
+    message: str = Field(default="", description="why, when status is unparseable")
 
 
 class ErrorOut(BaseModel):

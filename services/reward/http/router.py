@@ -4,7 +4,9 @@
 and find their collaborators on ``app.state``. Errors: ``InvalidInput`` -> 422 ``{"detail": msg}``
 naming the field (schema errors keep FastAPI's 422 list form); body over ``max_payload_bytes`` ->
 413; missing or wrong bearer token (when a token is set) -> 401, answered by
-``rlvr_world.scaffold.auth.TokenGate`` before the body is read. The probes (``/healthz``,
+``rlvr_world.scaffold.auth.TokenGate`` before the body is read; a sample the OpenRLHF or slime
+route could not score for a reason that is not the policy's (``serving.NotScored``: status
+timeout or error) -> 503, so those clients retry and then fail loudly. The probes (``/healthz``,
 ``/readyz``), ``/metrics`` and the docs need no token.
 """
 
@@ -29,8 +31,10 @@ from services.reward.http.protocol import (
     ScoreBatchOut,
     ScoreRequestIn,
     ScoreResponseOut,
+    SlimeRewardIn,
+    SlimeRewardOut,
 )
-from services.reward.http.serving import RewardServing
+from services.reward.http.serving import NotScored, RewardServing
 from services.reward.metrics import RewardMetrics
 from services.reward.settings import RewardSettings
 
@@ -38,6 +42,10 @@ NPZ_TYPE = "application/x-npz"
 _ERRORS: dict[int | str, dict[str, Any]] = {
     401: {"model": ErrorOut, "description": "missing or wrong bearer token"},
     413: {"model": ErrorOut, "description": "body larger than max_payload_bytes"},
+}
+_NOT_SCORED: dict[int | str, dict[str, Any]] = {
+    422: {"model": ErrorOut, "description": "bad request, or a label the scorer refused"},
+    503: {"model": ErrorOut, "description": "a sample not scored (status timeout or error)"},
 }
 
 
@@ -84,10 +92,17 @@ async def score_npz(request: Request, serving: Serving) -> ScoreResponseOut:
     return await serving.score_npz(await request.body())
 
 
-@router.post("/get_reward", response_model=GetRewardOut)
+@router.post("/get_reward", response_model=GetRewardOut, responses=_NOT_SCORED)
 async def get_reward(body: GetRewardIn, serving: Serving) -> GetRewardOut:
     """OpenRLHF remote reward model (``--remote_rm_url http://HOST:PORT/get_reward``)."""
     return await serving.get_reward(body)
+
+
+@router.post("/slime/reward", response_model=SlimeRewardOut, responses=_NOT_SCORED)
+async def slime_reward(body: SlimeRewardIn, serving: Serving) -> SlimeRewardOut:
+    """slime remote reward (``--rm-type remote_rm --rm-url http://HOST:PORT/slime/reward
+    --reward-key reward``): one sample per call."""
+    return await serving.slime_reward(body)
 
 
 @probes.get("/healthz")
@@ -196,6 +211,10 @@ async def _invalid_input(_request: Request, exc: Exception) -> Response:
     return JSONResponse({"detail": str(exc)}, status_code=422)
 
 
+async def _not_scored(_request: Request, exc: Exception) -> Response:
+    return JSONResponse({"detail": str(exc)}, status_code=503)
+
+
 def _timing(metrics: RewardMetrics) -> Callable[[Request, Any], Awaitable[Response]]:
     async def middleware(request: Request, call_next: Any) -> Response:
         gauge = metrics.in_flight.labels("http")
@@ -228,6 +247,7 @@ def create_app(serving: RewardServing, settings: RewardSettings, metrics: Reward
     app.include_router(router)
     app.include_router(probes)
     app.add_exception_handler(InvalidInput, _invalid_input)
+    app.add_exception_handler(NotScored, _not_scored)
     app.middleware("http")(_timing(metrics))
     app.add_middleware(BodyLimit, limit=settings.max_payload_bytes)
     token = settings.token()

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import logging
 from collections import Counter
 from typing import Any
 
@@ -32,11 +33,14 @@ from services.reward.http.protocol import (
     ScoreBatchOut,
     ScoreRequestIn,
     ScoreResponseOut,
+    SlimeRewardIn,
+    SlimeRewardOut,
     TensorIn,
 )
 from services.reward.metrics import RewardMetrics
 from services.reward.settings import RewardSettings
 
+log = logging.getLogger(__name__)
 VERL_FIELDS = ("data_source", "solution_str")
 TYPED_FIELDS = ("task", "text", "frames", "target_frames", "previous_frame", "options")
 
@@ -118,45 +122,82 @@ def response_of(request_id: str, result: RewardResult) -> ScoreResponseOut:
     )
 
 
-def _label_request(
-    query: str, prompt: str | None, label: str, default_ds: str | None, i: int
+def _label_job(
+    solution: str, label: str | dict[str, Any], default_ds: str | None, name: str
 ) -> Job:
-    solution = query[len(prompt) :] if prompt and query.startswith(prompt) else query
-    parsed: Any = None
-    if label.lstrip().startswith("{"):
+    """A trainer's label -> job. ``label`` is a JSON object (or its text) ``{"data_source",
+    "ground_truth", "extra_info", "variant", "reward_type"}`` or a plain ground truth scored with
+    the server's ``default_data_source``; ``InvalidInput`` naming ``name``."""
+    parsed: Any = label if isinstance(label, dict) else None
+    if isinstance(label, str) and label.lstrip().startswith("{"):
         try:
-            parsed = loads_bounded(label, f"labels[{i}]")
+            parsed = loads_bounded(label, name)
         except InvalidInput as exc:
             if "not valid JSON" not in str(exc):  # too deep, too big, lone surrogate: refused
                 raise
             parsed = None  # not JSON after all: a plain ground truth that starts with "{"
-    if isinstance(parsed, dict) and "ground_truth" in parsed:
-        ds = parsed.get("data_source", default_ds)
-        if not isinstance(ds, str):
-            raise InvalidInput(f"labels[{i}].data_source: required (no server default set)")
-        extra = parsed.get("extra_info")
-        if isinstance(extra, str):
-            extra = convert.parse_extra_info(extra, f"labels[{i}].extra_info")
-        if extra is not None and not isinstance(extra, dict):
-            raise InvalidInput(f"labels[{i}].extra_info: must be an object")
-        try:
-            return convert.text_job(
-                task_of(ds),
-                solution,
-                str(parsed["ground_truth"]),
-                extra,
-                str(parsed.get("variant") or ""),
-                str(parsed.get("reward_type") or ""),
-            )
-        except InvalidInput as exc:
-            raise InvalidInput(f"labels[{i}].{exc}") from None
+    if isinstance(parsed, dict):
+        if "ground_truth" not in parsed:
+            if isinstance(label, dict):
+                raise InvalidInput(f"{name}.ground_truth: required in a label object")
+        else:
+            return _object_label_job(solution, parsed, default_ds, name)
+    if not isinstance(label, str):
+        raise InvalidInput(f"{name}: a string or an object, got {type(label).__name__}")
     if default_ds is None:
         raise InvalidInput(
-            f"labels[{i}]: a plain ground truth needs the server setting "
+            f"{name}: a plain ground truth needs the server setting "
             "RLVR_REWARD_DEFAULT_DATA_SOURCE; or send a JSON object with data_source and "
             "ground_truth"
         )
     return convert.text_job(task_of(default_ds), solution, label, None, "", "")
+
+
+def _object_label_job(
+    solution: str, parsed: dict[str, Any], default_ds: str | None, name: str
+) -> Job:
+    ds = parsed.get("data_source", default_ds)
+    if not isinstance(ds, str):
+        raise InvalidInput(f"{name}.data_source: required (no server default set)")
+    extra = parsed.get("extra_info")
+    if isinstance(extra, str):
+        extra = convert.parse_extra_info(extra, f"{name}.extra_info")
+    if extra is not None and not isinstance(extra, dict):
+        raise InvalidInput(f"{name}.extra_info: must be an object")
+    try:
+        return convert.text_job(
+            task_of(ds),
+            solution,
+            str(parsed["ground_truth"]),
+            extra,
+            str(parsed.get("variant") or ""),
+            str(parsed.get("reward_type") or ""),
+        )
+    except InvalidInput as exc:
+        raise InvalidInput(f"{name}.{exc}") from None
+
+
+class NotScored(Exception):
+    """A sample the service could not score for a reason that is not the policy's (status
+    ``timeout`` or ``error``): the OpenRLHF and slime routes answer 503, so their clients retry
+    and then fail the step, instead of training on a made-up reward."""
+
+
+def trainer_reward(
+    result: RewardResult, label: str, sample: str, unparseable_reward: float
+) -> float:
+    """The reward a trainer's own protocol (OpenRLHF, slime) gets for one result (DESIGN §4):
+    ``ok`` its reward, ``unparseable`` (the policy's failure) ``unparseable_reward``. The
+    caller's bad data raises ``InvalidInput`` (422) naming the ``label``'s field, a service
+    failure ``NotScored`` (503) naming the ``sample``; both are logged."""
+    if result.status is Status.OK:
+        return result.reward
+    if result.status is Status.UNPARSEABLE:
+        return unparseable_reward
+    log.warning("%s not scored: %s: %s", sample, result.status.value, result.message)
+    if result.status is Status.INVALID_INPUT:
+        raise InvalidInput(f"{label}.{result.message}")
+    raise NotScored(f"{sample}: status {result.status.value}: {result.message or 'no message'}")
 
 
 class RewardServing:
@@ -217,11 +258,14 @@ class RewardServing:
                 raise InvalidInput(f"{name}: {len(values)} items but query has {n}")
         prompts: list[str | None] = list(body.prompts) if body.prompts else [None] * n
         jobs = [
-            _label_request(q, p, lab, self.settings.default_data_source, i)
+            _label_job(_response_of(q, p), lab, self.settings.default_data_source, f"labels[{i}]")
             for i, (q, p, lab) in enumerate(zip(body.query, prompts, body.labels, strict=True))
         ]
         results = await self._score(jobs)
-        rewards = [r.reward for r in results]
+        low = self.settings.unparseable_reward
+        rewards = [
+            trainer_reward(r, f"labels[{i}]", f"query[{i}]", low) for i, r in enumerate(results)
+        ]
         return GetRewardOut(
             rewards=rewards,
             scores=rewards,
@@ -229,3 +273,19 @@ class RewardServing:
             statuses=[r.status.value for r in results],
             messages=[r.message for r in results],
         )
+
+    async def slime_reward(self, body: SlimeRewardIn) -> SlimeRewardOut:
+        job = _label_job(body.response, body.label, self.settings.default_data_source, "label")
+        [result] = await self._score([job])
+        reward = trainer_reward(result, "label", "response", self.settings.unparseable_reward)
+        return SlimeRewardOut(
+            reward=reward,
+            status="ok" if result.ok else "unparseable",  # the others raised above
+            metrics=dict(result.metrics),
+            message=result.message,
+        )
+
+
+def _response_of(query: str, prompt: str | None) -> str:
+    """OpenRLHF's query is prompt + response: the prompt is stripped when it is a prefix."""
+    return query[len(prompt) :] if prompt and query.startswith(prompt) else query
