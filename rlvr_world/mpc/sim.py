@@ -11,9 +11,9 @@
   ``block_polygon`` (the T of ``PushTEnv.add_tee``, as shapely), ``coverage`` (overlap of two
   poses' T's over the T's area), ``pose_error`` (position distance, wrapped angle difference),
   ``block_centroid`` (the T's area centroid).
-* ``segment``: agent and block centres read from a rendered (or predicted) frame by colour
-  (on gym-pusht's 64x64 renders within ~1.5 frame pixels for the agent and ~2.5 for the T,
-  whose blended edges bias its centre).
+* ``segment`` and ``Segmentation`` (agent and block centres read from a frame by colour) live in
+  the pure ``rlvr_world.rewards.pusht_state``, with the T's shape and the state check; they are
+  imported here for the planners and the policy evaluation.
 
 What it does not do: no planning, no world model, no drawing beyond the environment's own.
 """
@@ -27,29 +27,37 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
+from rlvr_world.rewards.pusht_state import (
+    FRAME_SIDE,
+    POSE_SIZE,
+    T_PARTS,
+    Segmentation,
+    block_centre,
+    segment,
+)
 from rlvr_world.video.data import resize_frames
 from rlvr_world.video.pusht import ARENA, make_env
 
 logger = logging.getLogger(__name__)
 
+__all__ = [
+    "FRAME_SIDE",
+    "Frame",
+    "Pose",
+    "PushTSim",
+    "Segmentation",
+    "SimState",
+    "SimulatorError",
+    "block_centroid",
+    "block_polygon",
+    "check_pose",
+    "coverage",
+    "pose_error",
+    "segment",
+]
+
 Pose = NDArray[np.float64]
 Frame = NDArray[np.uint8]
-#: Side of the frames the world models read and the planners score (``data.image_size``).
-FRAME_SIDE = 64
-#: The T of ``PushTEnv.add_tee`` (scale 30, length 4), in the block's own coordinates.
-_SCALE, _LENGTH = 30.0, 4.0
-T_PARTS = (
-    ((-60.0, 30.0), (60.0, 30.0), (60.0, 0.0), (-60.0, 0.0)),
-    ((-15.0, 30.0), (-15.0, 120.0), (15.0, 120.0), (15.0, 30.0)),
-)
-#: ``segment``'s colour rules on float RGB in [0, 255]: the agent is RoyalBlue (b - r large),
-#: the block LightSlateGray (bluish grey: b - r moderate, darker than the light background).
-AGENT_BLUE_MINUS_RED = 90.0
-BLOCK_BLUE_MINUS_RED = (15.0, 90.0)
-BLOCK_MAX_RED = 200.0
-#: Fewest pixels a segment needs at 64x64 (the agent covers ~20, the T ~90).
-MIN_AGENT_PIXELS, MIN_BLOCK_PIXELS = 3, 10
-POSE_SIZE = 3
 
 
 class SimulatorError(RuntimeError):
@@ -200,38 +208,4 @@ def pose_error(pose: NDArray[Any], goal: NDArray[Any]) -> tuple[float, float]:
 
 def block_centroid(pose: NDArray[Any]) -> NDArray[np.float64]:
     """The area centroid of the T at ``pose`` (what ``segment`` estimates from pixels)."""
-    point = block_polygon(pose).centroid
-    return np.array([point.x, point.y], dtype=np.float64)
-
-
-@dataclass(frozen=True)
-class Segmentation:
-    """Centres in arena pixels of the agent and the block found in a frame (None: not found)."""
-
-    agent: NDArray[np.float64] | None
-    block: NDArray[np.float64] | None
-
-
-def segment(frame: NDArray[Any]) -> Segmentation:
-    """Agent and block centres of an RGB frame ``(H, W, 3)`` (uint8, or float in [0, 1]) by
-    colour (the constants above), scaled to the 512-pixel arena; a part with too few pixels
-    (``MIN_*_PIXELS``, scaled with the frame's area) is None."""
-    arr = np.asarray(frame)
-    if arr.ndim != 3 or arr.shape[-1] != 3:  # noqa: PLR2004 (an RGB image)
-        raise ValueError(f"frame: expected (H, W, 3), got shape {arr.shape}")
-    rgb = arr.astype(np.float64) * (1.0 if arr.dtype == np.uint8 else 255.0)
-    r, b = rgb[..., 0], rgb[..., 2]
-    blue = b - r
-    agent = blue >= AGENT_BLUE_MINUS_RED
-    low, high = BLOCK_BLUE_MINUS_RED
-    block = (blue >= low) & (blue < high) & (r < BLOCK_MAX_RED)
-    h, w = arr.shape[:2]
-    area = h * w / FRAME_SIDE**2
-
-    def centre(mask: NDArray[np.bool_], least: int) -> NDArray[np.float64] | None:
-        if mask.sum() < max(1, round(least * area)):
-            return None
-        ys, xs = np.nonzero(mask)
-        return np.array([(xs.mean() + 0.5) * ARENA / w, (ys.mean() + 0.5) * ARENA / h])
-
-    return Segmentation(centre(agent, MIN_AGENT_PIXELS), centre(block, MIN_BLOCK_PIXELS))
+    return block_centre(check_pose(pose, "pose"))
