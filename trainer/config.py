@@ -15,6 +15,7 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from rlvr_world.devices import DeviceName, PrecisionName
 from rlvr_world.grpo.loss import AGG_MODES, KL_TYPES
 
 
@@ -211,8 +212,15 @@ class RunConfig(_Section):
     )
     keep_checkpoints: int = Field(default=2, ge=1, le=1000, description="checkpoints kept on disk")
     seed: int = Field(default=0, ge=0, description="torch seed")
-    device: Literal["auto", "cpu", "cuda"] = Field(
-        default="auto", description="cuda if available in auto"
+    device: DeviceName = Field(
+        default="auto",
+        description="auto (CUDA where torch sees a GPU, else the CPU), cpu, cuda or cuda:N "
+        "(rlvr_world.devices)",
+    )
+    precision: PrecisionName = Field(
+        default="auto",
+        description="auto: bf16 autocast on a CUDA device that supports it, fp32 elsewhere; "
+        "fp32; bf16 (the CPU too: slower there)",
     )
     torch_threads: int = Field(default=1, ge=1, le=512, description="torch intra-op threads on CPU")
     prometheus_port: int | None = Field(

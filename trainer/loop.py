@@ -27,6 +27,7 @@ import torch
 from prometheus_client import CollectorRegistry, start_http_server
 from tqdm import tqdm  # type: ignore[import-untyped]
 
+from rlvr_world.devices import device_line, resolve_device, resolve_precision
 from rlvr_world.grpo.diagnostics import group_diagnostics
 from rlvr_world.grpo.groups import prepare_groups, training_reward, zero_spread
 from rlvr_world.queue.schema import ScoredGroup
@@ -51,12 +52,6 @@ logger = logging.getLogger(__name__)
 LOG_FILE = "train_log.jsonl"
 
 
-def pick_device(choice: str) -> torch.device:
-    if choice == "cuda" or (choice == "auto" and torch.cuda.is_available()):
-        return torch.device("cuda")
-    return torch.device("cpu")
-
-
 def publish_weights(handle: RedisHandle, cfg: TrainerConfig, version: int, path: Path) -> None:
     """Store the latest ``(version, path)`` and notify subscribers."""
     message = json.dumps({"version": version, "path": str(path.resolve()), "time": time.time()})
@@ -72,7 +67,10 @@ class Trainer:
         self.run_dir = cfg.run.run_dir
         self.run_dir.mkdir(parents=True, exist_ok=True)
         torch.manual_seed(cfg.run.seed)
-        self.device = pick_device(cfg.run.device)
+        # before anything else: a CUDA device this machine lacks fails here, with what to set
+        device = resolve_device(cfg.run.device, "run.device")
+        self.device = torch.device(device)
+        self.precision = resolve_precision(cfg.run.precision, device)
         if self.device.type == "cpu":
             torch.set_num_threads(cfg.run.torch_threads)
         self.registry = CollectorRegistry()
@@ -110,19 +108,26 @@ class Trainer:
         self._skipped_rewards = [0.0, 0]  # their training rewards: sum, count
         self.inflight: list[str] = []
         self.last_ckpt_step = self.state.step
-        self.log.write("start", step=self.state.step, resumed_from=str(ckpt) if ckpt else None)
+        self.log.write(
+            "start",
+            step=self.state.step,
+            resumed_from=str(ckpt) if ckpt else None,
+            device=str(self.device),
+            precision=self.precision,
+        )
+        logger.info("%s", device_line(str(self.device), self.precision))
         logger.info("trainer at step %d (resume=%s, checkpoint=%s)", self.state.step, resume, ckpt)
 
     def _build_models(self, ckpt: Path | None) -> None:
         mcfg = self.cfg.model
-        base = load_base(mcfg)  # initial weights: the KL reference
+        base = load_base(mcfg, device=self.device)  # initial weights: the KL reference
         self.ref_model: torch.nn.Module | None = None
         if mcfg.lora.enabled:
             self.policy: torch.nn.Module = wrap_lora(base, mcfg, ckpt)
         else:
             if self.cfg.grpo.kl_coef > 0 or self.cfg.grpo.log_ref_kl:
                 self.ref_model = frozen_copy(base).to(self.device)
-            self.policy = load_base(mcfg, weights=ckpt) if ckpt is not None else base
+            self.policy = load_base(mcfg, ckpt, self.device) if ckpt is not None else base
         self.policy.to(self.device)
         params = [p for p in self.policy.parameters() if p.requires_grad]
         o = self.cfg.optim
@@ -242,6 +247,7 @@ class Trainer:
             self.optimizer,
             prepared.samples,
             device=self.device,
+            precision=self.precision,
         )
         self.state.step += 1
         trained = prepared.group_ids

@@ -50,22 +50,25 @@ def build_tiny(cfg: TinyModel) -> PreTrainedModel:
     return LlamaForCausalLM(config)  # type: ignore[no-untyped-call]
 
 
-def load_base(cfg: ModelConfig, weights: Path | None = None) -> Any:
-    """The full model: from ``weights`` (a checkpoint dir) if given, else from the config; on
-    ``LlamaLM`` where it serves the model (module docstring)."""
+def load_base(
+    cfg: ModelConfig, weights: Path | None = None, device: str | torch.device = "cpu"
+) -> Any:
+    """The full model on ``device`` (float32): from ``weights`` (a checkpoint dir) if given, else
+    from the config; on ``LlamaLM`` where it serves the model (module docstring)."""
     source = str(weights) if weights is not None else cfg.path
     if source is None:
         assert cfg.tiny is not None
-        return build_tiny(cfg.tiny)
+        return build_tiny(cfg.tiny).to(device)  # type: ignore[arg-type]
     shape: LlamaShape | str = "model.backend transformers"
     if cfg.backend == "auto":
         shape = "LoRA (peft)" if cfg.lora.enabled else llama_shape(Path(source))
     if isinstance(shape, LlamaShape):
-        return load_llama(Path(source), shape, torch.float32, "cpu", trainable=True)
+        return load_llama(Path(source), shape, torch.float32, device, trainable=True)
     logger.info("policy %s on transformers' classes: %s", source, shape)
     from transformers import AutoModelForCausalLM
 
-    return AutoModelForCausalLM.from_pretrained(source, dtype=torch.float32)
+    model = AutoModelForCausalLM.from_pretrained(source, dtype=torch.float32)
+    return model.to(device)  # type: ignore[arg-type]
 
 
 def wrap_lora(model: PreTrainedModel, cfg: ModelConfig, adapter: Path | None) -> torch.nn.Module:

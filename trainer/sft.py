@@ -16,10 +16,17 @@ own tokens (``trainer.model.response_logits``, as a GRPO group's prompt does). T
 same mean over target tokens, the same up to float rounding; what changes is which examples
 share a step (``bench/sft_sharing.py`` times it; docs/rl.md says how it trained).
 
+``device`` and ``precision`` (``rlvr_world.devices``): the model and every batch go to the
+device; with ``bf16`` the forward passes run under bf16 autocast (weights, gradients and AdamW
+state stay float32; the loss is taken in float32). Given held-out pairs (``heldout``), the mean
+target loss over their target tokens (no gradients, eval mode) is measured after every epoch
+beside the train loss (the mean of the epoch's step losses), so a run can show that SFT
+converged; held-out examples longer than ``max_length`` are left out and counted.
+
 The result is a directory in the layout the trainer and the rollout service read
 (``save_pretrained`` safetensors + the tokenizer), so GRPO starts from it (``model.path``) and
 the rollout serves it (``--model``). Not a general fine-tuning library: no packing, no LoRA, no
-evaluation loop.
+early stopping. The examples, the batches and the losses are ``trainer.sft_data``.
 
 ``python -m trainer.sft --model DIR --items train.jsonl --out DIR [--epochs 3 --lr 1e-3]``
 """
@@ -35,14 +42,30 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Literal
 
 import torch
 from pydantic import BaseModel, ConfigDict, Field
 
-logger = logging.getLogger(__name__)
+from rlvr_world.devices import (
+    DeviceName,
+    PrecisionName,
+    autocast,
+    device_line,
+    resolve_device,
+    resolve_precision,
+)
+from trainer.sft_data import (
+    IGNORE,
+    Example,
+    collate,
+    encode,
+    heldout_examples,
+    heldout_loss,
+    target_loss,
+)
 
-IGNORE = -100
+logger = logging.getLogger(__name__)
 
 
 class SftConfig(BaseModel):
@@ -81,60 +104,26 @@ class SftConfig(BaseModel):
         description="share_prompts: most rows of one prompt group in a step, so a step mixes "
         "batch_size / group_rows groups (0: up to batch_size rows of one group)",
     )
-
-
-@dataclass(frozen=True)
-class Example:
-    """Token ids of one example and the labels (-100 on the prompt)."""
-
-    input_ids: list[int]
-    labels: list[int]
+    device: DeviceName = Field(
+        default="auto", description="auto (CUDA where there is a GPU), cpu, cuda or cuda:N"
+    )
+    precision: PrecisionName = Field(
+        default="auto", description="auto (bf16 on a CUDA device that supports it), fp32, bf16"
+    )
 
 
 @dataclass
 class SftResult:
-    """Where the model went and how the loss moved."""
+    """Where the model went, how the loss moved, and where it trained."""
 
     path: Path
     steps: int = 0
-    seconds: float = 0.0
-    losses: list[float] = field(default_factory=list)  # mean loss per epoch
-
-
-def encode(tokenizer: Any, prompt: str, target: str, max_length: int) -> Example:
-    """``<bos> prompt target <eos>`` with the prompt masked; ``ValueError`` if too long."""
-    p = [int(i) for i in tokenizer(prompt, add_special_tokens=True)["input_ids"]]
-    t = [int(i) for i in tokenizer(target, add_special_tokens=False)["input_ids"]]
-    t.append(int(tokenizer.eos_token_id))
-    if len(p) + len(t) > max_length:
-        raise ValueError(
-            f"example of {len(p)} prompt + {len(t)} target tokens exceeds max_length {max_length}"
-        )
-    return Example(input_ids=p + t, labels=[IGNORE] * len(p) + t)
-
-
-def collate(batch: Sequence[Example], pad_id: int) -> tuple[torch.Tensor, ...]:
-    """Right-padded ``(input_ids, attention_mask, labels)``."""
-    length = max(len(e.input_ids) for e in batch)
-    ids = torch.full((len(batch), length), pad_id, dtype=torch.long)
-    mask = torch.zeros((len(batch), length), dtype=torch.long)
-    labels = torch.full((len(batch), length), IGNORE, dtype=torch.long)
-    for i, e in enumerate(batch):
-        n = len(e.input_ids)
-        ids[i, :n] = torch.tensor(e.input_ids)
-        mask[i, :n] = 1
-        labels[i, :n] = torch.tensor(e.labels)
-    return ids, mask, labels
-
-
-def target_loss(
-    model: torch.nn.Module, ids: torch.Tensor, mask: torch.Tensor, labels: torch.Tensor
-) -> torch.Tensor:
-    """Mean cross-entropy over the target tokens (next-token shift)."""
-    logits = model(input_ids=ids, attention_mask=mask).logits[:, :-1, :].float()
-    return torch.nn.functional.cross_entropy(
-        logits.reshape(-1, logits.shape[-1]), labels[:, 1:].reshape(-1), ignore_index=IGNORE
-    )
+    seconds: float = 0.0  # training time (the held-out passes not included)
+    losses: list[float] = field(default_factory=list)  # mean train loss per epoch
+    heldout_losses: list[float] = field(default_factory=list)  # per epoch, with held-out pairs
+    heldout_left_out: int = 0  # held-out examples longer than max_length
+    device: str = "cpu"  # the device the model trained on
+    precision: str = "fp32"  # fp32 or bf16 (autocast)
 
 
 def prompt_groups(pairs: Sequence[tuple[str, str]]) -> list[list[int]]:
@@ -220,7 +209,7 @@ def shared_target_loss(
                     loss_mask=tuple(int(t != IGNORE) for t in e.labels[p:]),
                 )
             )
-    packed = pack(samples, torch.device("cpu"))
+    packed = pack(samples, next(model.parameters()).device)
     logits = response_logits(model, packed, 1.0)
     labels = packed.response_ids.masked_fill(packed.response_mask == 0, IGNORE)
     return torch.nn.functional.cross_entropy(
@@ -250,7 +239,9 @@ def _step_loss(
 ) -> torch.Tensor:
     """The mean target loss of one step's chunks (each chunk's prompt shared when ``shared``)."""
     if not shared:
-        return target_loss(model, *collate([examples[i] for c in step for i in c], pad))
+        device = next(model.parameters()).device
+        rows = collate([examples[i] for c in step for i in c], pad)
+        return target_loss(model, *(t.to(device) for t in rows))
     batch: list[Example] = []
     local: list[list[int]] = []
     for chunk in step:
@@ -277,28 +268,81 @@ def _lr_at(step: int, cfg: SftConfig, total: int) -> float:
     return cfg.lr * 0.5 * (1.0 + math.cos(math.pi * done / span))
 
 
+@dataclass(frozen=True)
+class _Loop:
+    """What every step of one SFT run shares."""
+
+    cfg: SftConfig
+    shared: bool
+    pad: int
+    device: str
+    precision: str
+    total_steps: int
+
+
+def _train_epoch(
+    model: torch.nn.Module,
+    opt: torch.optim.Optimizer,
+    examples: Sequence[Example],
+    steps: Sequence[Sequence[Sequence[int]]],
+    *,
+    result: SftResult,
+    t0: float,
+    ctx: _Loop,
+) -> tuple[float, int]:
+    """Train on one epoch's ``steps`` until they or the budget run out; the sum of the step
+    losses and the number of steps taken (``result.steps`` counts on)."""
+    total, batches = 0.0, 0
+    for step in steps:
+        if _spent(result, ctx.cfg, t0):
+            break
+        for group in opt.param_groups:
+            group["lr"] = _lr_at(result.steps, ctx.cfg, ctx.total_steps)
+        with autocast(ctx.device, ctx.precision):
+            loss = _step_loss(model, examples, step, shared=ctx.shared, pad=ctx.pad)
+        opt.zero_grad(set_to_none=True)
+        loss.backward()  # type: ignore[no-untyped-call]
+        torch.nn.utils.clip_grad_norm_(model.parameters(), ctx.cfg.grad_clip)
+        opt.step()
+        result.steps += 1
+        total, batches = total + float(loss.detach()), batches + 1
+    return total, batches
+
+
+#: ``on_epoch(epoch, train_loss, heldout_loss)``; the held-out loss is None without held-out pairs.
+EpochHook = Callable[[int, float, float | None], None]
+
+
 def run_sft(
     model_dir: Path,
     pairs: Sequence[tuple[str, str]],
     out_dir: Path,
     cfg: SftConfig,
-    on_epoch: Callable[[int, float], None] | None = None,
+    on_epoch: EpochHook | None = None,
+    *,
+    heldout: Sequence[tuple[str, str]] = (),
 ) -> SftResult:
-    """Fine-tune the model in ``model_dir`` on ``(prompt, target)`` pairs; save to ``out_dir``."""
+    """Fine-tune the model in ``model_dir`` on ``(prompt, target)`` pairs; save to ``out_dir``.
+    ``heldout``: pairs whose loss is measured after every epoch (module docstring)."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     if not pairs:
         raise ValueError("sft: no examples")
+    device = resolve_device(cfg.device, "sft device")
+    precision = resolve_precision(cfg.precision, device)
     torch.manual_seed(cfg.seed)
     torch.set_num_threads(cfg.torch_threads)
     tokenizer = AutoTokenizer.from_pretrained(model_dir)
     model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32)
+    model.to(device)  # type: ignore[arg-type]
     model.train()
+    logger.info("sft: %s", device_line(device, precision))
     examples = [encode(tokenizer, p, t, cfg.max_length) for p, t in pairs]
     pad = int(tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0)
+    held, left_out = heldout_examples(tokenizer, heldout, cfg.max_length)
     opt = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
     rng = random.Random(cfg.seed)
-    result = SftResult(path=out_dir)
+    result = SftResult(path=out_dir, device=device, precision=precision, heldout_left_out=left_out)
     groups = prompt_groups(pairs) if cfg.share_prompts else None
     # Steps per epoch: shared steps take whole groups, so their count varies by a step or two
     # between epochs; the first epoch's count sets the cosine schedule's length.
@@ -310,32 +354,35 @@ def run_sft(
     total_steps = cfg.epochs * per_epoch
     if cfg.max_steps is not None:
         total_steps = min(total_steps, cfg.max_steps)
+    ctx = _Loop(cfg, groups is not None, pad, device, precision, total_steps)
     t0 = time.perf_counter()
     for epoch in range(cfg.epochs):
         if _spent(result, cfg, t0):
             break
-        total, batches = 0.0, 0
-        for step in _epoch_steps(len(examples), groups, cfg, rng):
-            if _spent(result, cfg, t0):
-                break
-            for group in opt.param_groups:
-                group["lr"] = _lr_at(result.steps, cfg, total_steps)
-            loss = _step_loss(model, examples, step, shared=groups is not None, pad=pad)
-            opt.zero_grad(set_to_none=True)
-            loss.backward()  # type: ignore[no-untyped-call]
-            torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)
-            opt.step()
-            result.steps += 1
-            total, batches = total + float(loss.detach()), batches + 1
+        steps = _epoch_steps(len(examples), groups, cfg, rng)
+        total, batches = _train_epoch(model, opt, examples, steps, result=result, t0=t0, ctx=ctx)
         if not batches:
             break
         mean = total / batches
         result.losses.append(mean)
+        held_mean = None
+        if held:
+            paused = time.perf_counter()
+            held_mean = heldout_loss(
+                model, held, batch_size=cfg.batch_size, pad=pad, precision=precision
+            )
+            result.heldout_losses.append(held_mean)
+            t0 += time.perf_counter() - paused  # the budget and `seconds` count training only
         logger.info(
-            "sft epoch %d/%d: loss %.4f (%d steps)", epoch + 1, cfg.epochs, mean, result.steps
+            "sft epoch %d/%d: loss %.4f, held-out %s (%d steps)",
+            epoch + 1,
+            cfg.epochs,
+            mean,
+            "-" if held_mean is None else f"{held_mean:.4f}",
+            result.steps,
         )
         if on_epoch is not None:
-            on_epoch(epoch + 1, mean)
+            on_epoch(epoch + 1, mean, held_mean)
         if not math.isfinite(mean):
             raise RuntimeError(f"sft: loss became {mean} in epoch {epoch + 1}")
     result.seconds = time.perf_counter() - t0

@@ -13,7 +13,6 @@ so they cost a softmax (entropy) or one no-grad forward (reference), never a bac
 
 from __future__ import annotations
 
-import contextlib
 import math
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -21,6 +20,7 @@ from dataclasses import dataclass
 
 import torch
 
+from rlvr_world.devices import autocast
 from rlvr_world.grpo.groups import TrainSample
 from rlvr_world.grpo.loss import (
     GrpoLossConfig,
@@ -66,13 +66,6 @@ def loss_config(cfg: TrainerConfig) -> GrpoLossConfig:
     )
 
 
-def autocast(device: torch.device) -> contextlib.AbstractContextManager[None]:
-    """bf16 autocast on CUDA devices that support it; fp32 elsewhere."""
-    if device.type == "cuda" and torch.cuda.is_bf16_supported():
-        return torch.autocast(device_type="cuda", dtype=torch.bfloat16)
-    return contextlib.nullcontext()
-
-
 def _chunks(samples: Sequence[TrainSample], size: int) -> Iterator[Sequence[TrainSample]]:
     for i in range(0, len(samples), size):
         yield samples[i : i + size]
@@ -86,11 +79,12 @@ def _kl_tokens(
     *,
     ref_logits: RefLogits | None,
     device: torch.device,
+    precision: str,
 ) -> torch.Tensor | None:
     """Per-token KL to the reference (None without one); detached when ``kl_coef`` is 0."""
     if ref_logits is None:
         return None
-    with torch.no_grad(), autocast(device):
+    with torch.no_grad(), autocast(device, precision):
         ref = ref_logits(batch)
     if lcfg.kl_coef <= 0:
         logits, logp = logits.detach(), logp.detach()
@@ -107,9 +101,13 @@ def train_step(
     samples: Sequence[TrainSample],
     *,
     device: torch.device,
+    precision: str = "fp32",
 ) -> StepStats:
     """Forward/backward every micro-batch, clip, step. ``ref_logits`` None: no KL term and no KL
-    diagnostic; given with ``kl_coef`` 0: the KL is measured, not trained on."""
+    diagnostic; given with ``kl_coef`` 0: the KL is measured, not trained on. ``precision``
+    (resolved: ``fp32`` or ``bf16``): with ``bf16`` the forward passes run under bf16 autocast,
+    while the weights, gradients and optimizer state stay float32 and the loss is taken in
+    float32 (``response_logits`` casts the gathered logits)."""
     start = time.perf_counter()
     lcfg = loss_config(cfg)
     micro = list(_chunks(samples, cfg.batch.micro_batch_size))
@@ -121,10 +119,12 @@ def train_step(
     tokens = 0
     for mb in micro:
         batch = pack(mb, device)
-        with autocast(device):
+        with autocast(device, precision):
             logits = response_logits(policy, batch, cfg.model.temperature)
         logp = token_logprobs(logits, batch.response_ids)
-        kl_tokens = _kl_tokens(lcfg, logits, logp, batch, ref_logits=ref_logits, device=device)
+        kl_tokens = _kl_tokens(
+            lcfg, logits, logp, batch, ref_logits=ref_logits, device=device, precision=precision
+        )
         entropy = entropy_from_logits(logits if lcfg.entropy_coef > 0 else logits.detach())
         out = grpo_loss(
             lcfg,

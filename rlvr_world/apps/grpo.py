@@ -130,7 +130,7 @@ class RlSection(BaseModel):
         return self.steps * self.groups_per_step
 
 
-def trainer_config(
+def trainer_config(  # noqa: PLR0913 (the trainer YAML's run-specific fields, one keyword each)
     rl: RlSection,
     *,
     model: Path,
@@ -140,9 +140,11 @@ def trainer_config(
     idle_timeout_s: float,
     seed: int,
     backend: str = "auto",
+    precision: str = "auto",
 ) -> dict[str, Any]:
     """The trainer's YAML (``trainer.config.TrainerConfig``) for a run's GRPO phase; ``backend``:
-    the model backend (``trainer.config.ModelConfig.backend``)."""
+    the model backend (``trainer.config.ModelConfig.backend``); ``device`` and ``precision``:
+    the run's, resolved (``rlvr_world.devices.Placement``)."""
     return {
         "model": {"path": str(model), "temperature": rl.temperature, "backend": backend},
         "optim": {"lr": rl.lr},
@@ -166,6 +168,7 @@ def trainer_config(
             "checkpoint_every": 1,
             "keep_checkpoints": 2,
             "device": device,
+            "precision": precision,
             "progress": False,
             "seed": seed,
         },

@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from numpy.typing import NDArray
 
+from rlvr_world.devices import device_line, resolve_device
 from rlvr_world.rewards.patches import check_grid_fits
 from rlvr_world.rewards.types import InvalidInput
 from rlvr_world.rewards.video import LPIPS_NETS, PERCEPTUAL_METRICS, PerceptualScorer
@@ -227,10 +228,9 @@ def _check_batch(
 
 
 def default_device() -> str:
-    """``cuda`` when torch sees a GPU, else ``cpu``."""
-    import torch
-
-    return "cuda" if torch.cuda.is_available() else "cpu"
+    """The device of ``auto`` (``rlvr_world.devices``): ``cuda:0`` where torch sees a GPU, else
+    ``cpu``."""
+    return resolve_device("auto")
 
 
 # --------------------------------------------------------------------------------------------
@@ -384,7 +384,10 @@ def make_perceptual(
 ) -> PerceptualScorer:
     """A ready ``PerceptualScorer``: ``name`` is ``lpips`` or ``stlpips``, ``net`` vgg or alex.
 
-    ``device`` defaults to ``cuda`` when available. ``weights_path`` (LPIPS only) is a torchvision
+    ``device`` (``rlvr_world.devices``: auto, cpu, cuda, cuda:N) defaults to ``auto``, CUDA
+    where torch sees a GPU; a bad spelling or a missing CUDA device raises ``ValueError``
+    (``DeviceUnavailable``) saying what to set. The device in use is logged
+    (``devices.device_line``). ``weights_path`` (LPIPS only) is a torchvision
     backbone checkpoint; see ``resolve_backbone_path``. Raises ``InvalidInput`` for unknown names
     and ``LPIPSWeightsUnavailable`` when the LPIPS backbone is not on this machine.
     """
@@ -394,8 +397,9 @@ def make_perceptual(
         raise InvalidInput(f"net: {net!r} is not one of {', '.join(LPIPS_NETS)}")
     if name == "stlpips" and weights_path is not None:
         raise InvalidInput("weights_path: only LPIPS takes a backbone path; ST-LPIPS ships its own")
+    dev = resolve_device(device or "auto", "perceptual device")
     module = load_lpips(net, weights_path) if name == "lpips" else load_stlpips(net)
-    dev = device or default_device()
+    logger.info("%s %s: %s", name, net, device_line(dev, "fp32"))
     return TorchPerceptualScorer(
         metric=name, net=net, module=module.to(dev), device=dev, batch_size=batch_size
     )

@@ -17,6 +17,7 @@ _OPTIONS: tuple[Option, ...] = (
     ("--gguf-file", "gguf_file", str, "GGUF file inside the tokenizer directory"),
     ("--video-tokenizer", "video_tokenizer", str, "video tokenizer directory (serves frames)"),
     ("--frame-batch", "frame_batch", int, "frames per decoder forward (default 64)"),
+    ("--device", "device", str, "frame decoding: auto | cpu | cuda | cuda:N (default auto)"),
     ("--max-batch", "max_batch", int, "most requests per batch call (default 4096)"),
 )
 

@@ -11,10 +11,12 @@ its ``config.json`` names:
   context frame itself is not returned. In the multi-step layout every sample of a group shares
   its prompt's context, so a group decodes in one request.
 
-Frames are decoded in micro-batches of ``batch`` frames. Refused with the field named
-(``InvalidDecodeRequest``): a count that is not ``num_frames * tokens_per_frame``, ``num_frames``
-below 1 or over ``max_frames``, an id outside its codebook (the first one, with its index), context
-ids for a per-frame tokenizer, and missing or miscounted context ids for a compressive one.
+Frames are decoded in micro-batches of ``batch`` frames, in float32 on ``device``
+(``rlvr_world.devices``: auto, cpu, cuda, cuda:N; the device in use is logged). Refused with
+the field named (``InvalidDecodeRequest``): a count that is not ``num_frames *
+tokens_per_frame``, ``num_frames`` below 1 or over ``max_frames``, an id outside its codebook
+(the first one, with its index), context ids for a per-frame tokenizer, and missing or
+miscounted context ids for a compressive one.
 Output: ``(T, H, W, 3)`` float32 in [0, 1].
 """
 
@@ -49,7 +51,10 @@ def _check_ids(ids: np.ndarray, size: int, field: str, what: str) -> None:
 class FrameDecoder:
     """A frozen video tokenizer (per-frame or compressive) that decodes validated requests."""
 
-    def __init__(self, path: str, batch: int = 64, max_frames: int = 4096) -> None:
+    def __init__(
+        self, path: str, batch: int = 64, max_frames: int = 4096, device: str = "auto"
+    ) -> None:
+        from rlvr_world.devices import device_line, resolve_device
         from rlvr_world.video.codec import (
             codebook_sizes,
             dynamics_tokens_per_frame,
@@ -61,7 +66,11 @@ class FrameDecoder:
         if not folder.is_dir():
             raise FileNotFoundError(f"video tokenizer directory {path!r} does not exist")
         self.name = path
-        self.tokenizer: FrameTokenizer | CompressiveTokenizer = load_video_tokenizer(folder)
+        self.device = resolve_device(device, "decoder device")
+        self.tokenizer: FrameTokenizer | CompressiveTokenizer = load_video_tokenizer(
+            folder, self.device
+        )
+        log.info("frames: %s", device_line(self.device, "fp32"))
         self.kind = str(self.tokenizer.KIND)
         self.codebook_size, context_codes = codebook_sizes(self.tokenizer)
         self.tokens_per_frame = dynamics_tokens_per_frame(self.tokenizer)

@@ -56,7 +56,12 @@ async def start_service(settings: DecoderSettings) -> RunningService:
 
         torch.set_num_threads(settings.torch_threads)
         frames = await loop.run_in_executor(
-            None, FrameDecoder, settings.video_tokenizer, settings.frame_batch, settings.max_frames
+            None,
+            FrameDecoder,
+            settings.video_tokenizer,
+            settings.frame_batch,
+            settings.max_frames,
+            settings.device,
         )
     metrics = decoder_metrics()
     endpoint = create_server(settings, decoder, (metrics.interceptor(),), frames)

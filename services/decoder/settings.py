@@ -9,6 +9,7 @@ from __future__ import annotations
 from pydantic import Field
 from pydantic_settings import SettingsConfigDict
 
+from rlvr_world.devices import DeviceName
 from rlvr_world.scaffold.settings import ServiceSettings
 
 
@@ -27,6 +28,11 @@ class DecoderSettings(ServiceSettings):
     frame_batch: int = Field(default=64, ge=1, le=65536, description="frames per decoder forward")
     max_frames: int = Field(default=4096, ge=1, le=1_000_000, description="frames per request")
     torch_threads: int = Field(default=1, ge=1, le=1024, description="torch threads for frames")
+    device: DeviceName = Field(
+        default="auto",
+        description="device of the video tokenizer's frame decoding: auto (CUDA where torch "
+        "sees a GPU), cpu, cuda or cuda:N (text decoding uses none)",
+    )
     grpc_port: int = Field(default=50062, ge=0, le=65535, description="0 picks a free port")
     metrics_port: int | None = Field(
         default=None,

@@ -17,7 +17,7 @@ _OPTIONS: tuple[Option, ...] = (
     ("--tokenizer", "tokenizer", str, "tokenizer directory (default: the model's)"),
     ("--gguf-file", "gguf_file", str, "GGUF file inside the model directory"),
     ("--engine", "engine", str, "transformers | vllm (default transformers)"),
-    ("--device", "device", str, "torch device (default cpu)"),
+    ("--device", "device", str, "auto | cpu | cuda | cuda:N (default auto: CUDA if any)"),
     ("--dtype", "dtype", str, "float32 | bfloat16 | float16 (default float32)"),
     ("--max-model-len", "max_model_len", int, "vLLM: context length (default: the model's)"),
     ("--kv-cache-gib", "kv_cache_gib", float, "vLLM: KV-cache GiB (default 1 on CPU)"),

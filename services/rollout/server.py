@@ -54,6 +54,7 @@ def build_engine(settings: RolloutSettings) -> GenerationEngine:
             max_prompt_tokens=settings.max_prompt_tokens,
             max_model_len=settings.max_model_len,
             kv_cache_gib=settings.kv_cache_gib,
+            device=settings.device,
         )
     from services.rollout.transformers_engine import TransformersEngine
 

@@ -15,6 +15,7 @@ from typing import Annotated, Any, Literal
 from pydantic import Field, field_validator
 from pydantic_settings import NoDecode, SettingsConfigDict
 
+from rlvr_world.devices import DeviceName
 from rlvr_world.scaffold.settings import ServiceSettings
 
 
@@ -32,7 +33,11 @@ class RolloutSettings(ServiceSettings):
         default="transformers",
         description="generation engine: transformers, or vllm (run from the vLLM environment)",
     )
-    device: str = Field(default="cpu", description="torch device of the transformers engine")
+    device: DeviceName = Field(
+        default="auto",
+        description="auto (CUDA where torch sees a GPU, else the CPU), cpu, cuda or cuda:N; "
+        "vllm: the device its build runs on must match (cuda:N: CUDA_VISIBLE_DEVICES=N)",
+    )
     dtype: Literal["float32", "bfloat16", "float16"] = Field(
         default="float32", description="weights dtype (vLLM on GPU: bfloat16)"
     )

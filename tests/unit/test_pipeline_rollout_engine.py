@@ -56,9 +56,8 @@ def test_a_missing_vllm_interpreter_is_refused_before_any_work(tmp_path: Path) -
     with pytest.raises(ValueError) as err:
         PipelineRun(cfg).run_async().send(None)
     assert str(err.value) == (
-        f"rollout.engine vllm: no vLLM environment at {missing}: run `make vllm-setup` "
-        "(scripts/setup_vllm_cpu.sh), or point rollout.python / RLVR_VLLM_PYTHON at its "
-        "interpreter"
+        f"rollout.engine vllm: no interpreter at {missing} (rollout.python): point it at the "
+        "Python of an environment that has vLLM"
     )
     assert not (tmp_path / "run" / "data").exists()  # no items, no model, no SFT
 

@@ -16,6 +16,7 @@ from typing import Any, Literal, Self
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from rlvr_world.apps.pipeline.config import apply_overrides, read_config_mapping
+from rlvr_world.devices import DeviceName
 
 PLANNERS = ("oracle", "random", "base", "rlvr")
 
@@ -33,7 +34,11 @@ class ModelsSection(_Section):
     tokenizer: Path | None = Field(default=None, description="frame tokenizer folder")
     anchor_dilate: int | None = Field(default=0, ge=0, le=8, description="None: plain decode")
     batch_size: int = Field(default=32, ge=1, le=4096, description="candidates decoded together")
-    device: str = Field(default="cpu", description="torch device")
+    device: DeviceName = Field(
+        default="auto",
+        description="the world models' device (rlvr_world.devices): auto (CUDA where torch "
+        "sees a GPU), cpu, cuda or cuda:N",
+    )
     torch_threads: int = Field(default=1, ge=1, le=256, description="torch.set_num_threads")
     build_tiny: bool = Field(default=False, description="smoke: build tiny random models if absent")
 

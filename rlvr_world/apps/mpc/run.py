@@ -24,6 +24,7 @@ from typing import Any
 
 from rlvr_world.apps.mpc.config import ModelsSection, MpcConfig, PolicyEvalConfig
 from rlvr_world.apps.mpc.report import mpc_headline, mpc_report, policy_report, write_trajectory
+from rlvr_world.devices import resolve_device
 from rlvr_world.mpc.dynamics import (
     Dynamics,
     ModelUnavailable,
@@ -57,7 +58,7 @@ def load_models(m: ModelsSection) -> dict[str, WorldModelDynamics | ModelUnavail
                 tokenizer_path=m.tokenizer,
                 anchor_dilate=m.anchor_dilate,
                 batch_size=m.batch_size,
-                device=m.device,
+                device=resolve_device(m.device, "models.device"),
             )
         except ModelUnavailable as exc:
             logger.error("world model %s unavailable: %s", name, exc)
@@ -159,6 +160,7 @@ def _mpc_summary(
         "frame_side": FRAME_SIDE,
         "cost": "mean |pixel difference| (RGB in [0,1]) of the last predicted frame to the goal",
         "models": {k: str(v) for k, v in cfg.models.model_dump().items()},
+        "device": resolve_device(cfg.models.device, "models.device"),
         "headline": mpc_headline(
             records,
             r.planners,
@@ -300,6 +302,7 @@ def run_policy_eval(cfg: PolicyEvalConfig, config_path: str) -> dict[str, Any]:
         "faults": faults,
         "seconds": seconds,
         "models": {k: str(v) for k, v in cfg.models.model_dump().items()},
+        "device": resolve_device(cfg.models.device, "models.device"),
         "headline": headline,
         "wall_s": time.perf_counter() - t0,
     }

@@ -50,6 +50,7 @@ from rlvr_world.apps.mpc.web_model import (
     load_web_world_model,
 )
 from rlvr_world.apps.mpc.web_report import web_mpc_headline, web_mpc_report
+from rlvr_world.devices import resolve_device
 from rlvr_world.mpc.dynamics import ModelUnavailable
 from rlvr_world.rewards.web import score_web
 from rlvr_world.tasks.web import WebTransition, build_web_prompt, render_diff, tree_diff
@@ -274,7 +275,7 @@ def _models(cfg: WebMpcConfig) -> dict[str, WebWorldModel | ModelUnavailable]:
             continue
         try:
             out[name] = load_web_world_model(
-                name, getattr(m, name), base=m.base, max_tokens=m.max_tokens
+                name, getattr(m, name), base=m.base, max_tokens=m.max_tokens, device=m.device
             )
         except ModelUnavailable as exc:
             logger.error("world model %s unavailable: %s", name, exc)
@@ -365,6 +366,7 @@ def summarize_web_mpc(cfg: WebMpcConfig, config_path: str, wall_s: float) -> dic
         "tasks": list(cfg.tasks.names),
         "seeds_per_task": cfg.tasks.seeds,
         "models": {"base": str(cfg.models.base), "rlvr": str(cfg.models.rlvr)},
+        "device": resolve_device(cfg.models.device, "models.device"),
         "value_function": "rule-based goal-term matching (rlvr_world.web.planning)",
         "headline": headline,
         "wall_s": round(wall_s, 1),
@@ -377,6 +379,7 @@ def summarize_web_mpc(cfg: WebMpcConfig, config_path: str, wall_s: float) -> dic
 def run_web_mpc(cfg: WebMpcConfig, config_path: str) -> dict[str, Any]:
     """Run (unless ``run.summarize_only``), then summarise (module docstring)."""
     t0 = time.monotonic()
+    resolve_device(cfg.models.device, "models.device")  # a missing CUDA device: refused first
     cfg.run.run_dir.mkdir(parents=True, exist_ok=True)
     if not cfg.run.summarize_only:
         asyncio.run(_run_all(cfg, cfg.run.run_dir))

@@ -18,6 +18,7 @@ from typing import Any, Literal, Self
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from rlvr_world.apps.pipeline.config import apply_overrides, read_config_mapping
+from rlvr_world.devices import DeviceName
 
 WEB_PLANNERS = ("greedy", "random", "base", "rlvr")
 
@@ -32,6 +33,11 @@ class WebModelsSection(_Section):
     max_tokens: int = Field(default=160, ge=1, le=4096, description="tokens per prediction")
     torch_threads: int = Field(default=1, ge=1, le=256)
     build_tiny: bool = Field(default=False, description="smoke: build tiny random models if absent")
+    device: DeviceName = Field(
+        default="auto",
+        description="the language world models' device (rlvr_world.devices): auto (CUDA where "
+        "torch sees a GPU), cpu, cuda or cuda:N",
+    )
 
 
 class WebTasksSection(_Section):

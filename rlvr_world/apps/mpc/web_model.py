@@ -65,10 +65,17 @@ class WebWorldModel:
 
 
 def load_web_world_model(
-    name: str, path: Path, *, base: Path, max_tokens: int, batch_rows: int = 64
+    name: str,
+    path: Path,
+    *,
+    base: Path,
+    max_tokens: int,
+    batch_rows: int = 64,
+    device: str = "auto",
 ) -> WebWorldModel:
     """``path``: a model folder, or a trainer checkpoint loaded over ``base`` (module
-    docstring). ``ModelUnavailable`` names the path and the reason."""
+    docstring), on ``device`` (``rlvr_world.devices``). ``ModelUnavailable`` names the path and
+    the reason."""
     from services.rollout.transformers_engine import TransformersEngine
 
     folder = resolve_checkpoint(path)
@@ -81,7 +88,7 @@ def load_web_world_model(
             f"{name}: {folder} has no {CONFIG}/{TOKENIZER} and neither has the base folder {base}"
         )
     try:
-        engine = TransformersEngine(str(arch), batch_rows=batch_rows)
+        engine = TransformersEngine(str(arch), batch_rows=batch_rows, device=device)
         if not own:
             engine.load_weights(1, str(folder))
     except Exception as exc:  # whatever the loaders raise: the model is unavailable, with why

@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -135,10 +136,15 @@ def _value(text: str) -> Any:
 
 def run_run(args: argparse.Namespace) -> int:
     from rlvr_world.apps.supervisor import exits_on_termination
+    from rlvr_world.devices import DeviceUnavailable
 
     # SIGTERM / SIGHUP unwind the run, so every process and Redis it started is stopped.
     with exits_on_termination():
-        return _run_task(args)
+        try:
+            return _run_task(args)
+        except DeviceUnavailable as exc:  # refused at the start, before any work
+            print(f"rlvr-world run: error: {exc}", file=sys.stderr)
+            return 2
 
 
 def _run_task(args: argparse.Namespace) -> int:

@@ -25,6 +25,7 @@ from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, model_val
 
 from rlvr_world.apps.grpo import RlSection
 from rlvr_world.apps.pipeline.stack import RolloutSection, head_size_error
+from rlvr_world.devices import DeviceName, PrecisionName
 from rlvr_world.tiny_model import TinyLMConfig
 
 
@@ -299,6 +300,18 @@ class RunSection(_Section):
         default=120.0, gt=0.0, le=86_400.0, description="trainer stops after this long idle"
     )
     progress: bool = Field(default=True, description="tqdm progress bars")
+    device: DeviceName = Field(
+        default="auto",
+        description="every phase's device (rlvr_world.devices): SFT, the trainer, the control, "
+        "the rollout services (and so the evaluations), the decoder's frames, the reward's "
+        "perceptual models; auto: CUDA where torch sees a GPU, else the CPU; cpu; cuda; cuda:N",
+    )
+    precision: PrecisionName = Field(
+        default="auto",
+        description="auto: bf16 on a CUDA device that supports it, fp32 elsewhere; fp32; bf16 "
+        "(the CPU too). bf16: SFT, the control and the trainer under bf16 autocast (float32 "
+        "weights), the rollout services' weights in bfloat16",
+    )
 
 
 class PipelineConfig(_Section):

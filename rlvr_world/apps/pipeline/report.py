@@ -190,6 +190,39 @@ def _resource_lines(summary: dict[str, Any]) -> list[str]:
     return lines
 
 
+def _sft_lines(summary: dict[str, Any]) -> list[str]:
+    """The warm-up's train and held-out loss per epoch (``summary["sft_epochs"]``), as a table;
+    nothing without SFT."""
+    epochs = summary.get("sft_epochs") or []
+    if not epochs:
+        return []
+    lines = ["", "## SFT warm-up (loss per epoch)", "", "| epoch | train | held-out |"]
+    lines.append("|---|---|---|")
+    for e in epochs:
+        held = e.get("heldout_loss")
+        lines.append(
+            f"| {e['epoch']} | {e['train_loss']:.4f} | {'-' if held is None else f'{held:.4f}'} |"
+        )
+    return lines
+
+
+def _devices_line(summary: dict[str, Any]) -> list[str]:
+    """Where each phase and process ran (``summary["devices"]``), when the summary has it."""
+    devices = summary.get("devices")
+    if not devices:
+        return []
+    run = devices.get("run", {})
+    parts = ", ".join(
+        f"{name} {d['device']}/{d['precision']}"
+        for name, d in devices.items()
+        if name != "run" and isinstance(d, dict)
+    )
+    return [
+        f"- device: {run.get('setting', '-')} -> {run.get('device', '-')}, precision "
+        f"{run.get('precision', '-')} ({parts})"
+    ]
+
+
 def write_report(
     run_dir: Path,
     summary: dict[str, Any],
@@ -214,6 +247,8 @@ def write_report(
         f"({summary.get('control_steps', 0)} steps for {budget.get('trained_sequences', 0)} "
         "sequences GRPO trained)",
         *_resource_lines(summary),
+        *_devices_line(summary),
+        *_sft_lines(summary),
         "",
         f"## Headline (greedy, {label}, same held-out items)",
         "",

@@ -27,7 +27,14 @@ process), ``trainer/`` (checkpoints, ``train_log.jsonl``), ``ledger.jsonl``,
 (``rollout.engine``: every rollout service of the run uses it); ``startup``: seconds from the
 stack's start, after the SFT, to Redis, each process's start and readiness, the GRPO phase and
 its first rollout request; ``peak_rss_mib``: each process's peak RSS and their sum,
-``apps.memory``).
+``apps.memory``; ``sft_epochs``: the warm-up's train and held-out loss per epoch; ``devices``:
+the device and precision each phase and process used, as each reported it).
+
+Devices: ``run.device`` and ``run.precision`` are resolved once, when the run is built
+(``devices.Placement``: a CUDA device this machine lacks is refused there, before any work),
+and the concrete device goes to every phase: SFT and the control (this process), the trainer
+(its YAML), the rollout services (the evaluations run on them), the decoder and the reward
+service (``stack.start_services``).
 """
 
 from __future__ import annotations
@@ -69,11 +76,13 @@ from rlvr_world.apps.pipeline.results import (
 from rlvr_world.apps.pipeline.stack import (
     Addresses,
     check_rollout_engine,
+    process_devices,
     rollout_spec,
     start_services,
     trainer_spec,
 )
 from rlvr_world.apps.supervisor import ProcessSpec, Supervisor
+from rlvr_world.devices import Placement
 from rlvr_world.items import PromptItem, save_items
 from rlvr_world.queue.server import RedisHandle, start_embedded
 from rlvr_world.runlog import JsonlLog
@@ -92,6 +101,8 @@ class PipelineRun:
 
     def __init__(self, cfg: PipelineConfig, config_path: str = "") -> None:
         self.cfg, self.config_path = cfg, config_path
+        # first: a CUDA device this machine lacks is refused here, before any work
+        self.placement = Placement.resolve(cfg.run.device, cfg.run.precision)
         self.seed = cfg.run.seed
         self.run_dir = cfg.run.run_dir
         self.run_dir.mkdir(parents=True, exist_ok=True)
@@ -103,6 +114,9 @@ class PipelineRun:
         self.metric = METRICS[cfg.task]
         self.test_items: list[PromptItem] = []
         self.marks: dict[str, float | None] = {}  # wall-clock times of the start-up's steps
+        #: Where each phase and process ran (``summary["devices"]``).
+        run = {"setting": cfg.run.device, **self.placement.as_dict()}
+        self.devices: dict[str, Any] = {"run": run}
 
     # ------------------------------------------------------------------ start checkpoint
 
@@ -111,7 +125,10 @@ class PipelineRun:
         train, test, stats = build_run_items(self.cfg)
         model = self._base_model(train + test)
         if self.cfg.task == "web":
-            train, test, stats = self._fit_web(model, train, test, stats)
+            from rlvr_world.apps.pipeline.web_data import fit_run_items
+
+            limit = self.cfg.web_data.max_tokens
+            train, test, stats = fit_run_items(model, train, test, stats, limit)
         save_items(train, self.run_dir / "data" / "train.jsonl")
         save_items(test, self.run_dir / "data" / "test.jsonl")
         self.test_items = test
@@ -124,26 +141,8 @@ class PipelineRun:
         }
         self.log.write("data", **self.summary["data"])
         if self.cfg.sft.enabled:
-            model = self._sft(model, train, self.run_dir / "model" / "sft")
+            model = self._sft(model, train, self.run_dir / "model" / "sft", heldout=test)
         return train, test, model
-
-    def _fit_web(
-        self, model: Path, train: list[PromptItem], test: list[PromptItem], stats: dict[str, Any]
-    ) -> tuple[list[PromptItem], list[PromptItem], dict[str, Any]]:
-        """The token length filter of a web run (``web_data.fit_to_tokenizer``), counted."""
-        from rlvr_world.apps.pipeline.web_data import fit_to_tokenizer
-
-        limit = self.cfg.web_data.max_tokens
-        train, long_train = fit_to_tokenizer(train, model, limit)
-        test, long_test = fit_to_tokenizer(test, model, limit)
-        if not train or not test:
-            raise ValueError(
-                f"web data: every {'train' if not train else 'held-out'} item exceeds "
-                f"data.max_tokens={limit} tokens of the policy's tokenizer"
-            )
-        stats = {**stats, "train_too_long_tokens": long_train, "test_too_long_tokens": long_test}
-        stats |= {"train_changed": sum(1 for i in train if i.changed), "max_tokens": limit}
-        return train, test, stats
 
     def _base_model(self, items: list[PromptItem]) -> Path:
         if self.cfg.model.path is not None:
@@ -155,34 +154,26 @@ class PipelineRun:
         corpus = [i.prompt for i in items] + [i.target for i in items]
         return build_tiny_lm(self.run_dir / "model" / "base", corpus, shape)
 
-    def _sft(self, model: Path, train: list[PromptItem], out: Path, **budget: Any) -> Path:
-        from trainer.sft import SftConfig, run_sft
+    def _sft(
+        self,
+        model: Path,
+        train: list[PromptItem],
+        out: Path,
+        heldout: list[PromptItem] | None = None,
+        **budget: Any,
+    ) -> Path:
+        """SFT of ``model`` on ``train`` into ``out`` (the start, or the control;
+        ``apps.pipeline.sft_phase``), recorded in the summary and the devices."""
+        from rlvr_world.apps.pipeline.sft_phase import run_sft_phase
 
-        s = self.cfg.sft
+        result, epochs = run_sft_phase(
+            self.cfg, self.placement, model, (train, heldout or []), out, log=self.log, **budget
+        )
         name = out.name
-        if self.cfg.task == "web":
-            budget.setdefault("max_length", self.cfg.web_data.max_tokens)
-        sft_cfg = SftConfig(
-            epochs=budget.pop("epochs", s.epochs),
-            lr=budget.pop("lr", s.lr),
-            batch_size=s.batch_size,
-            torch_threads=s.torch_threads,
-            share_prompts=s.share_prompts,
-            group_rows=s.group_rows,
-            seed=self.seed,
-            schedule=budget.pop("schedule", s.schedule),
-            **budget,
-        )
-        result = run_sft(
-            model,
-            [(i.prompt, i.target) for i in train],
-            out,
-            sft_cfg,
-            on_epoch=lambda e, loss: self.log.write(f"{name}_epoch", epoch=e, loss=loss),
-        )
         self.summary[f"{name}_s"] = result.seconds
         self.summary[f"{name}_steps"] = result.steps
-        self.log.write(name, steps=result.steps, seconds=result.seconds, losses=result.losses)
+        self.summary[f"{name}_epochs"] = epochs
+        self.devices[name] = {"device": result.device, "precision": result.precision}
         return result.path
 
     # ------------------------------------------------------------------ evaluation
@@ -302,7 +293,8 @@ class PipelineRun:
             model=model,
             redis_url=redis_url,
             trainer_dir=self.run_dir / "trainer",
-            device="cpu",
+            device=self.placement.device,
+            precision=self.placement.precision,
             idle_timeout_s=r.trainer_idle_timeout_s,
             seed=self.seed,
             backend=self.cfg.model.backend,
@@ -376,6 +368,7 @@ class PipelineRun:
             name="rollout-control",
             engine=self.cfg.rollout,
             backend=self.cfg.model.backend,
+            placement=self.placement,
         )
         sup.start(spec, timeout_s=self.cfg.run.service_start_timeout_s)
         await self._eval_named("control", spec.ready.address, addrs, test)  # type: ignore[union-attr]
@@ -402,9 +395,17 @@ class PipelineRun:
         self.summary["rollout_engine"] = info.engine
         self.log.write("rollout_engine", engine=info.engine, model=info.model)
 
+    def _record_devices(self, sup: Supervisor) -> None:
+        """Each process's logged device into ``summary["devices"]`` beside SFT's and the
+        control's; the evaluations run on the rollout services (``evaluation``)."""
+        self.devices.update(process_devices(sup))
+        self.devices["evaluation"] = self.devices.get("rollout")
+        self.summary["devices"] = self.devices
+        self.log.write("devices", **self.devices)
+
     async def run_async(self) -> dict[str, Any]:
         t0 = time.perf_counter()
-        check_rollout_engine(self.cfg.rollout, self.cfg.model.path)  # before any work
+        check_rollout_engine(self.cfg.rollout, self.cfg.model.path, self.placement.device)
         train, test, model = self.prepare()
         stack_t = time.time()
         redis = start_embedded(self.run_dir / "redis")
@@ -430,6 +431,7 @@ class PipelineRun:
                     timeout_s=r.service_start_timeout_s,
                     engine=self.cfg.rollout,
                     backend=self.cfg.model.backend,
+                    placement=self.placement,
                 )
                 self.marks["services_s"] = time.time()
                 self.log.write("services", **asdict(addrs))
@@ -448,6 +450,7 @@ class PipelineRun:
                     await self._eval_named("rlvr", addrs.rollout, addrs, test)
                 if ev.enabled and self.cfg.control.enabled:
                     await self._control_phase(sup, addrs, model, (train, test))
+                self._record_devices(sup)
             self.summary["peak_rss_mib"] = rss.summary()
         finally:
             redis.close()

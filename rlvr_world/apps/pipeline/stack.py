@@ -10,15 +10,22 @@ generated YAML (``rlvr-world train --config``) and is ready when it logs its sta
 Nothing here stops a process it did not start.
 
 The rollout engine (``RolloutSection``): ``transformers`` runs the rollout service with this
-process's Python; ``vllm`` runs it with the vLLM environment's (``make vllm-setup``), which has this
-project installed from the main checkout, so the service gets ``PYTHONPATH`` set to the tree this
-code runs from (``CODE_ROOT``). ``check_rollout_engine`` refuses, before anything starts, a vLLM
-interpreter that is not there and a model whose attention head size vLLM's CPU attention cannot
-take.
+process's Python; ``vllm`` with the first of: ``rollout.python``, ``$RLVR_VLLM_PYTHON``, this
+process's Python where vLLM is installed beside it (the ``vllm`` extra on a GPU machine), the
+vLLM CPU environment (``make vllm-setup``: ``.venv-vllm``), which has this project installed
+from the main checkout, so the service gets ``PYTHONPATH`` set to the tree this code runs from
+(``CODE_ROOT``). ``check_rollout_engine`` refuses, before anything starts, a run where none of
+them has vLLM, and on the CPU a model whose attention head size vLLM's CPU attention cannot take.
+
+Devices (``rlvr_world.devices``): ``start_services`` hands each service the run's resolved
+device: the rollout's ``--device`` (and ``--dtype``: bfloat16 with bf16 precision), the
+decoder's ``--device`` (frame decoding), the reward's ``--perceptual-device``. Each logs the
+device it uses (``devices.device_line``); ``process_devices`` reads those lines back.
 """
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import sys
@@ -29,6 +36,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from rlvr_world.apps.supervisor import GrpcHealth, LogLine, ProcessSpec, Supervisor, pick_free_port
+from rlvr_world.devices import Placement, read_device_line, weights_dtype
 from rlvr_world.scaffold.client_auth import ensure_local_token
 
 HOST = "127.0.0.1"
@@ -45,10 +53,21 @@ VLLM_CPU_HEAD_SIZES = (32, 64, 80, 96, 112, 128, 160, 192, 224, 256, 512)
 VLLM_ENV = {"VLLM_CPU_OMP_THREADS_BIND": "nobind"}
 
 
+def vllm_here() -> bool:
+    """Whether vLLM is installed in this Python's environment (found, not imported: importing it
+    takes seconds)."""
+    return importlib.util.find_spec("vllm") is not None
+
+
 def default_vllm_python() -> Path:
-    """``$RLVR_VLLM_PYTHON``, else ``<CODE_ROOT>/.venv-vllm/bin/python``."""
+    """``$RLVR_VLLM_PYTHON``, else this Python when vLLM is installed here, else
+    ``<CODE_ROOT>/.venv-vllm/bin/python`` (the CPU build: ``make vllm-setup``)."""
     given = os.environ.get("RLVR_VLLM_PYTHON")
-    return Path(given) if given else CODE_ROOT / ".venv-vllm" / "bin" / "python"
+    if given:
+        return Path(given)
+    if vllm_here():
+        return Path(sys.executable)
+    return CODE_ROOT / ".venv-vllm" / "bin" / "python"
 
 
 class RolloutSection(BaseModel):
@@ -64,7 +83,8 @@ class RolloutSection(BaseModel):
     python: Path | None = Field(
         default=None,
         description="vllm: the vLLM environment's interpreter; unset: $RLVR_VLLM_PYTHON, else "
-        ".venv-vllm/bin/python in the code's checkout",
+        "this Python where vLLM is installed beside it, else .venv-vllm/bin/python in the "
+        "code's checkout",
     )
     kv_cache_gib: float = Field(
         default=0.25,
@@ -111,19 +131,29 @@ def model_head_size_error(model: Path) -> str | None:
     return head_size_error(hidden, heads, head_dim if isinstance(head_dim, int) else None)
 
 
-def check_rollout_engine(rollout: RolloutSection, model: Path | None = None) -> None:
-    """Refuse, with what to do, a vLLM run that could not start: no interpreter at the path, or
-    ``model`` (a model directory) with a head size vLLM's CPU attention cannot take."""
+def check_rollout_engine(
+    rollout: RolloutSection, model: Path | None = None, device: str = "cpu"
+) -> None:
+    """Refuse, with what to do, a vLLM run that could not start: no interpreter with vLLM, or on
+    the CPU (``device``) a ``model`` directory whose head size vLLM's CPU attention cannot take."""
     if rollout.engine != "vllm":
         return
     python = rollout.interpreter
     if not python.exists():
+        if rollout.python is not None or os.environ.get("RLVR_VLLM_PYTHON"):
+            where = "rollout.python" if rollout.python is not None else "RLVR_VLLM_PYTHON"
+            raise ValueError(
+                f"rollout.engine vllm: no interpreter at {python} ({where}): point it at the "
+                "Python of an environment that has vLLM"
+            )
         raise ValueError(
-            f"rollout.engine vllm: no vLLM environment at {python}: run `make vllm-setup` "
-            "(scripts/setup_vllm_cpu.sh), or point rollout.python / RLVR_VLLM_PYTHON at its "
-            "interpreter"
+            f"rollout.engine vllm: vLLM is installed neither in this environment "
+            f"({sys.executable}) nor at {python} (the CPU build's environment): on a GPU "
+            "machine `pip install -e '.[vllm]'`; on the CPU `make vllm-setup` "
+            "(scripts/setup_vllm_cpu.sh); or point rollout.python / RLVR_VLLM_PYTHON at an "
+            "interpreter that has vLLM"
         )
-    why = None if model is None else model_head_size_error(model)
+    why = None if model is None or device != "cpu" else model_head_size_error(model)
     if why is not None:
         raise ValueError(f"rollout.engine vllm: model {model}: {why}")
 
@@ -137,19 +167,27 @@ class Addresses:
     rollout: str
 
 
-def reward_spec(workers: int) -> ProcessSpec:
+def reward_spec(workers: int, device: str | None = None) -> ProcessSpec:
+    """The reward service; ``device``: its perceptual models' (None: the service's auto)."""
     port = pick_free_port(HOST)
     argv = [sys.executable, "-m", "services.reward", "--host", HOST, "--grpc-port", str(port)]
     argv += ["--http-port", str(pick_free_port(HOST)), "--workers", str(workers)]
+    if device is not None:
+        argv += ["--perceptual-device", device]
     return ProcessSpec("reward", argv, env=THREAD_ENV, ready=GrpcHealth(f"{HOST}:{port}"))
 
 
-def decoder_spec(tokenizer: Path, video_tokenizer: Path | None = None) -> ProcessSpec:
+def decoder_spec(
+    tokenizer: Path, video_tokenizer: Path | None = None, device: str | None = None
+) -> ProcessSpec:
+    """The decoder service; ``device``: its frame decoding's (None: the service's auto)."""
     port = pick_free_port(HOST)
     argv = [sys.executable, "-m", "services.decoder", "--tokenizer", str(tokenizer)]
     argv += ["--host", HOST, "--grpc-port", str(port)]
     if video_tokenizer is not None:
         argv += ["--video-tokenizer", str(video_tokenizer)]
+    if device is not None:
+        argv += ["--device", device]
     return ProcessSpec("decoder", argv, env=THREAD_ENV, ready=GrpcHealth(f"{HOST}:{port}"))
 
 
@@ -162,11 +200,13 @@ def rollout_spec(
     name: str = "rollout",
     engine: RolloutSection | None = None,
     backend: str = "auto",
+    placement: Placement | None = None,
 ) -> ProcessSpec:
     """The rollout service serving ``model``; with ``redis_url`` it follows the trainer's
     published weights (from under ``weights_root``), without it it serves ``model`` only (e.g.
     the MLE control). ``engine``: which engine and interpreter (default: transformers);
-    ``backend``: the transformers engine's model backend (``model.backend``)."""
+    ``backend``: the transformers engine's model backend (``model.backend``); ``placement``: its
+    device and precision (bf16: bfloat16 weights; None: the service's auto and float32)."""
     engine = engine or RolloutSection()
     port = pick_free_port(HOST)
     argv = [str(engine.interpreter), "-m", "services.rollout", "--model", str(model)]
@@ -175,6 +215,8 @@ def rollout_spec(
         argv += ["--redis-url", redis_url]
     if weights_root is not None:
         argv += ["--weights-root", str(weights_root)]
+    if placement is not None:
+        argv += ["--device", placement.device, "--dtype", weights_dtype(placement.precision)]
     env = {**THREAD_ENV, "RLVR_ROLLOUT_WATCH_POLL_S": "0.5"}
     if engine.engine == "vllm":
         argv += ["--engine", "vllm", "--kv-cache-gib", str(engine.kv_cache_gib)]
@@ -215,6 +257,7 @@ def start_services(  # noqa: PLR0913 (the supervisor, then each service's settin
     weights_root: Path | None = None,
     engine: RolloutSection | None = None,
     backend: str = "auto",
+    placement: Placement | None = None,
 ) -> Addresses:
     """Start reward, decoder and rollout (at once: ``Supervisor.start_many``) and return their
     addresses.
@@ -222,11 +265,13 @@ def start_services(  # noqa: PLR0913 (the supervisor, then each service's settin
     ``video_tokenizer``: the decoder also serves ``DecodeFrames`` with this frame tokenizer.
     ``weights_root``: where the trainer writes checkpoints (default: the supervisor's run
     directory); the rollout service loads weights from nowhere else. ``engine``: the rollout's
-    engine (default: transformers); ``backend``: its model backend."""
+    engine (default: transformers); ``backend``: its model backend. ``placement``: every
+    service's device and the rollout's precision (None: each service's auto)."""
     ensure_local_token()
+    device = None if placement is None else placement.device
     specs = [
-        reward_spec(reward_workers),
-        decoder_spec(model, video_tokenizer),
+        reward_spec(reward_workers, device),
+        decoder_spec(model, video_tokenizer, device),
         rollout_spec(
             model,
             redis_url,
@@ -234,8 +279,24 @@ def start_services(  # noqa: PLR0913 (the supervisor, then each service's settin
             weights_root or sup.run_dir,
             engine=engine,
             backend=backend,
+            placement=placement,
         ),
     ]
     sup.start_many(specs, timeout_s=timeout_s)
     reward, decoder, rollout = (address_of(s) for s in specs)
     return Addresses(reward=reward, decoder=decoder, rollout=rollout)
+
+
+def process_devices(sup: Supervisor) -> dict[str, dict[str, str] | None]:
+    """The device and precision each process of ``sup`` logged (``devices.device_line``), by
+    name; None for a process that logged none (no torch work: a text-only decoder, a reward
+    service that scored no frames)."""
+    out: dict[str, dict[str, str] | None] = {}
+    for name in sup.names():
+        try:
+            text = sup.get(name).log_path.read_text(errors="replace")
+        except FileNotFoundError:
+            text = ""
+        found = read_device_line(text)
+        out[name] = None if found is None else {"device": found[0], "precision": found[1]}
+    return out

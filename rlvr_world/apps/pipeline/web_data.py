@@ -90,7 +90,7 @@ def fit_to_tokenizer(
     """``(items that fit max_tokens as SFT encodes them, how many did not)``."""
     from transformers import AutoTokenizer
 
-    from trainer.sft import encode
+    from trainer.sft_data import encode
 
     tokenizer = AutoTokenizer.from_pretrained(model_dir)
     kept: list[PromptItem] = []
@@ -101,3 +101,24 @@ def fit_to_tokenizer(
             continue
         kept.append(item)
     return kept, len(items) - len(kept)
+
+
+def fit_run_items(
+    model_dir: Path,
+    train: list[PromptItem],
+    test: list[PromptItem],
+    stats: dict[str, Any],
+    limit: int,
+) -> tuple[list[PromptItem], list[PromptItem], dict[str, Any]]:
+    """The token length filter of a web run (``fit_to_tokenizer`` at ``limit`` tokens) on both
+    splits, counted in the returned stats; ``ValueError`` when a split is left empty."""
+    train, long_train = fit_to_tokenizer(train, model_dir, limit)
+    test, long_test = fit_to_tokenizer(test, model_dir, limit)
+    if not train or not test:
+        raise ValueError(
+            f"web data: every {'train' if not train else 'held-out'} item exceeds "
+            f"data.max_tokens={limit} tokens of the policy's tokenizer"
+        )
+    stats = {**stats, "train_too_long_tokens": long_train, "test_too_long_tokens": long_test}
+    stats |= {"train_changed": sum(1 for i in train if i.changed), "max_tokens": limit}
+    return train, test, stats

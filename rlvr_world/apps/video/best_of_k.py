@@ -42,7 +42,7 @@ from numpy.typing import NDArray
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from rlvr_world.apps.pipeline.config import apply_overrides, read_config_mapping
-from rlvr_world.apps.video.config import SamplingChoice, VideoPipelineConfig
+from rlvr_world.apps.video.config import SamplingChoice, VideoPipelineConfig, placed
 from rlvr_world.apps.video.source import SourceSection, source_config
 
 logger = logging.getLogger(__name__)
@@ -369,7 +369,7 @@ def headline(
 def run_best_of_k(cfg: BestOfKConfig, config_path: str = "") -> dict[str, Any]:
     """Everything in the module docstring; returns the summary (also ``summary.json``)."""
     t0 = time.perf_counter()
-    video = source_config(cfg.source)
+    video, _ = placed(source_config(cfg.source))  # run.device resolved (cpu or cuda:N)
     paths = model_paths(cfg, video)
     out_dir = cfg.run.run_dir
     out_dir.mkdir(parents=True, exist_ok=True)

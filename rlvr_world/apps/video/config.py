@@ -18,6 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 from rlvr_world.apps.grpo import RlSection
 from rlvr_world.apps.pipeline.config import apply_overrides, read_config_mapping
 from rlvr_world.apps.pipeline.stack import RolloutSection
+from rlvr_world.devices import DeviceName, Placement, PrecisionName
 
 if TYPE_CHECKING:
     from rlvr_world.video.compressive import CompressiveConfig
@@ -349,10 +350,17 @@ class VideoRunSection(_Section):
         description="RLVR and continued MLE run this many times from the same MLE model, with "
         "seeds run.seed, run.seed + 1, ...",
     )
-    device: str = Field(
-        default="cpu",
-        description="torch device of the tokenizer, MLE, evaluation and the trainer (the "
-        "rollout and decoder services read RLVR_ROLLOUT_DEVICE / their own settings)",
+    device: DeviceName = Field(
+        default="auto",
+        description="every phase's device (rlvr_world.devices): the tokenizer, MLE, the "
+        "evaluations, the control, the trainer, the rollout service, the decoder's frames, the "
+        "reward's perceptual models; auto: CUDA where torch sees a GPU, else the CPU",
+    )
+    precision: PrecisionName = Field(
+        default="auto",
+        description="the trainer's autocast and the rollout service's weights (bf16: "
+        "bfloat16); auto: bf16 on a CUDA device that supports it. The tokenizer, MLE, the "
+        "control and the evaluations run in float32",
     )
     service_start_timeout_s: float = Field(default=180.0, gt=0.0, le=3600.0, description="boot")
     trainer_idle_timeout_s: float = Field(default=120.0, gt=0.0, le=86_400.0, description="idle")
@@ -462,3 +470,12 @@ def load_video_config(path: Path, overrides: dict[str, Any] | None = None) -> Vi
     """Read ``path`` (YAML), apply ``section.field`` overrides, validate."""
     data = apply_overrides(read_config_mapping(path), overrides or {})
     return VideoPipelineConfig.model_validate(data)
+
+
+def placed(cfg: VideoPipelineConfig) -> tuple[VideoPipelineConfig, Placement]:
+    """``cfg`` with ``run.device`` resolved to a concrete device (``cpu`` or ``cuda:N``: what
+    every phase and process then gets) and the run's placement; ``DeviceUnavailable`` for a
+    CUDA device this machine lacks."""
+    placement = Placement.resolve(cfg.run.device, cfg.run.precision)
+    run = cfg.run.model_copy(update={"device": placement.device})
+    return cfg.model_copy(update={"run": run}), placement

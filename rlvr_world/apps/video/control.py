@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from rlvr_world.apps.video.config import VideoPipelineConfig
+from rlvr_world.devices import module_device
 
 if TYPE_CHECKING:
     from rlvr_world.apps.video.setup import VideoSetup
@@ -24,9 +25,10 @@ def continue_mle(
     seconds: float,
     seed: int,
     out_dir: Path,
-) -> tuple[Path, MLEResult]:
-    """Continue MLE from ``mle_dir`` for ``seconds`` (seeded by ``seed``); the checkpoint in
-    ``out_dir/model/mle_continued`` and the training result."""
+) -> tuple[Path, MLEResult, str]:
+    """Continue MLE from ``mle_dir`` for ``seconds`` (seeded by ``seed``) on ``run.device``; the
+    checkpoint in ``out_dir/model/mle_continued``, the training result and the device it
+    trained on."""
     import torch
 
     from rlvr_world.video.train_mle import MLEConfig, save_checkpoint, train_mle
@@ -52,4 +54,5 @@ def continue_mle(
         log_path=out_dir / "mle_continued_log.jsonl",
         resume=mle_dir,
     )
-    return save_checkpoint(out_dir / "model" / "mle_continued", model, spec, result), result
+    path = save_checkpoint(out_dir / "model" / "mle_continued", model, spec, result)
+    return path, result, module_device(model)

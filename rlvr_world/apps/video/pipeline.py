@@ -61,11 +61,12 @@ import numpy as np
 from rlvr_world.apps.video import evaluation
 from rlvr_world.apps.video import rl as rl_phase
 from rlvr_world.apps.video import setup as setup_phase
-from rlvr_world.apps.video.config import SamplingChoice, VideoPipelineConfig
+from rlvr_world.apps.video.config import SamplingChoice, VideoPipelineConfig, placed
 from rlvr_world.apps.video.control import continue_mle
 from rlvr_world.apps.video.episodes import run_episodes, split_data, spread
 from rlvr_world.apps.video.report import write_run_report
 from rlvr_world.apps.video.setup import VideoSetup, encode
+from rlvr_world.devices import module_device
 from rlvr_world.runlog import JsonlLog
 
 if TYPE_CHECKING:
@@ -79,7 +80,9 @@ class VideoRun:
     """One run; ``run_async()`` does everything and returns the summary."""
 
     def __init__(self, cfg: VideoPipelineConfig, config_path: str = "") -> None:
-        self.cfg, self.config_path = cfg, config_path
+        # every phase gets the concrete device (a CUDA device this machine lacks: refused here)
+        self.cfg, placement = placed(cfg)
+        self.config_path = config_path
         self.run_dir = cfg.run.run_dir
         self.run_dir.mkdir(parents=True, exist_ok=True)
         self.log = JsonlLog(self.run_dir / "pipeline_log.jsonl")
@@ -89,8 +92,13 @@ class VideoRun:
         (self.run_dir / "config.json").write_text(
             cfg.model_dump_json(indent=2, exclude_unset=True) + "\n"
         )
+        self.summary["devices"] = {"run": {"setting": cfg.run.device, **placement.as_dict()}}
         #: The seeds of the RLVR / continued-MLE repeats.
         self.seeds = [cfg.run.seed + i for i in range(cfg.run.seeds)]
+
+    def _device(self, name: str, module: Any) -> None:
+        """The device ``module`` (a torch module) is on, as phase ``name``'s, into the summary."""
+        self.summary["devices"][name] = {"device": module_device(module), "precision": "fp32"}
 
     def _phase(self, name: str, seconds: float, fields: Mapping[str, object] | None = None) -> None:
         self.summary["phases_s"][name] = self.summary["phases_s"].get(name, 0.0) + seconds
@@ -150,6 +158,7 @@ class VideoRun:
             "clip_frames": self.cfg.model.clip_frames,
         }
         self.summary["perceptual"] = {"metric": s.perceptual.metric, "net": s.perceptual.net}
+        self._device("tokenizer", s.frame_tokenizer)
         fields = {"clips": len(s.train_clips), "test_clips": len(s.test_clips)}
         self._phase("setup", time.perf_counter() - t0, {**fields, "val": len(s.val_clips)})
         return s
@@ -176,6 +185,7 @@ class VideoRun:
             seed=c.seed + seed,
         )
         model.to(self.cfg.run.device)  # type: ignore[arg-type]
+        self._device("mle", model)
         mcfg = MLEConfig(steps=m.steps, batch_size=m.batch_size, lr=m.lr, log_every=100, seed=seed)
         t0 = time.perf_counter()
         result = train_mle(
@@ -304,6 +314,7 @@ class VideoRun:
             seed=seed,
         )
         code, stats, seconds = out.trainer_exit, out.stats, out.seconds
+        self.summary["devices"].update(out.devices)
         final = rl_phase.final_checkpoint(out_dir / "trainer")
         fields = {
             "seed": seed,
@@ -328,9 +339,10 @@ class VideoRun:
     def baseline(self, s: VideoSetup, mle_dir: Path, seconds: float, seed: int) -> Path:
         """The control of ``seed``: MLE continued from ``mle_dir`` for ``seconds``."""
         out_dir = self.seed_dir(seed)
-        path, result = continue_mle(
+        path, result, device = continue_mle(
             self.cfg, s, mle_dir, seconds=seconds, seed=seed, out_dir=out_dir
         )
+        self.summary["devices"]["baseline"] = {"device": device, "precision": "fp32"}
         fields = {"seed": seed, "budget_s": seconds, **result.summary()}
         self.summary.setdefault("baseline", {"by_seed": {}})["by_seed"][str(seed)] = fields
         self._phase("baseline", result.seconds, fields)
@@ -357,8 +369,10 @@ class VideoRun:
 
         torch.set_num_threads(self.cfg.mle.torch_threads)
         t0 = time.perf_counter()
+        model = evaluation.load_model(weights, self.cfg.run.device)
+        self._device("evaluation", model)
         report = evaluation.evaluate_model(
-            evaluation.load_model(weights, self.cfg.run.device),
+            model,
             s,
             clips if clips is not None else (s.test_clips, s.test_sequences),
             self.cfg,

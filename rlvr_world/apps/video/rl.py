@@ -26,10 +26,11 @@ from rlvr_world.apps.grpo import orchestrator_config as shared_orchestrator_conf
 from rlvr_world.apps.grpo import run_grpo, trainer_config
 from rlvr_world.apps.orchestrator.config import OrchestratorConfig
 from rlvr_world.apps.orchestrator.worker import RunStats
-from rlvr_world.apps.pipeline.stack import start_services, trainer_spec
+from rlvr_world.apps.pipeline.stack import process_devices, start_services, trainer_spec
 from rlvr_world.apps.supervisor import Supervisor
 from rlvr_world.apps.video.config import VideoPipelineConfig
 from rlvr_world.apps.video.evaluation import reward_weights
+from rlvr_world.devices import Placement
 from rlvr_world.items import PromptItem, video_frames, video_item
 from rlvr_world.queue.server import start_embedded
 from rlvr_world.rewards.types import Status
@@ -51,6 +52,8 @@ class RlOutcome:
     trainer_exit: int
     stats: RunStats
     seconds: float  # from the trainer's start to its exit
+    #: The device each process logged (``stack.process_devices``), by process name.
+    devices: dict[str, dict[str, str] | None]
 
 
 def rl_items(
@@ -99,12 +102,14 @@ def write_trainer_yaml(
 ) -> Path:
     """The trainer's YAML (``apps.grpo.trainer_config``, writing under ``run_dir/trainer``) in
     ``run_dir/trainer.yaml``; returns the path."""
+    placement = Placement.resolve(cfg.run.device, cfg.run.precision)
     data = trainer_config(
         cfg.rl,
         model=model,
         redis_url=redis_url,
         trainer_dir=run_dir / "trainer",
-        device=cfg.run.device,
+        device=placement.device,
+        precision=placement.precision,
         idle_timeout_s=cfg.run.trainer_idle_timeout_s,
         seed=seed,
     )
@@ -239,6 +244,7 @@ async def run_rl(
                 max_tokens=rollout_max_tokens(cfg, setup.tokens_per_frame, setup.quantizer.dims),
                 timeout_s=r.service_start_timeout_s,
                 video_tokenizer=setup.tokenizer_dir,
+                placement=Placement.resolve(r.device, r.precision),
             )
             log.write("services", **asdict(addrs))
             shape = video_frames(items[0])[0].shape
@@ -262,6 +268,7 @@ async def run_rl(
             )
             code = sup.get("trainer").popen.wait()
             seconds = time.perf_counter() - t0
+            devices = process_devices(sup)
     finally:
         redis.close()
-    return RlOutcome(trainer_exit=code, stats=stats, seconds=seconds)
+    return RlOutcome(trainer_exit=code, stats=stats, seconds=seconds, devices=devices)
