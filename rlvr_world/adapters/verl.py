@@ -36,9 +36,11 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
+from rlvr_world.adapters.errors import RewardNotScored
 from rlvr_world.client import AsyncRewardClient, json_default
 from rlvr_world.rewards.types import RewardResult, Status, failed
 
+__all__ = ["RewardNotScored", "compute_score", "verl_score"]
 log = logging.getLogger(__name__)
 _CLIENTS: dict[tuple[str | None, str | None, int], AsyncRewardClient] = {}
 
@@ -51,19 +53,6 @@ def _client(address: str | None, token: str | None) -> AsyncRewardClient:
     return _CLIENTS[key]
 
 
-class RewardNotScored(RuntimeError):
-    """The service could not score a sample for a reason that is not the policy's (status
-    ``invalid_input``, ``timeout`` or ``error``) and no ``failure_reward`` was configured."""
-
-    def __init__(self, result: RewardResult, data_source: str) -> None:
-        self.result = result
-        super().__init__(
-            f"reward service could not score a {data_source} sample: status "
-            f"{result.status.value}: {result.message or 'no message'} (set reward_kwargs."
-            "failure_reward to score such samples with a fixed value instead)"
-        )
-
-
 def verl_score(
     result: RewardResult, unparseable_reward: float, failure_reward: float | None, data_source: str
 ) -> float:
@@ -74,7 +63,11 @@ def verl_score(
         return unparseable_reward
     if failure_reward is None:
         log.error("%s sample not scored: %s: %s", data_source, result.status.value, result.message)
-        raise RewardNotScored(result, data_source)
+        raise RewardNotScored(
+            f"reward service could not score a {data_source} sample: status "
+            f"{result.status.value}: {result.message or 'no message'} (set reward_kwargs."
+            "failure_reward to score such samples with a fixed value instead)"
+        )
     log.warning("%s sample not scored (%s: %s); failure_reward %s",
                 data_source, result.status.value, result.message, failure_reward)  # fmt: skip
     return failure_reward

@@ -114,7 +114,8 @@ def test_verl_adapter_raises_on_a_failure_not_the_policys(
 ) -> None:
     """timeout (the service) and invalid_input (the caller's data) raise RewardNotScored, logged;
     failure_reward scores them instead, with a warning."""
-    from rlvr_world.adapters.verl import RewardNotScored, compute_score
+    from rlvr_world.adapters.errors import RewardNotScored
+    from rlvr_world.adapters.verl import compute_score
 
     row = example_rows("web_agent")[0]
     args = (row["data_source"], row["solution_str"], row["ground_truth"], None)
