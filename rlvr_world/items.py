@@ -5,10 +5,11 @@ An item carries everything needed to score a response through the reward service
 produce. Builders cover the text game (compact or paper prompt, state-diff target, the current
 state in ``extra_info.data_state`` as the paper's rows do), the web task (rendered diff) and the
 video task (``video_item``: the prompt is token ids, frames and actions laid out by
-``rlvr_world.video.layout``; the true next frame and the last context frame travel as base64
-``uint8`` arrays in ``extra_info``, read back by ``video_frames``; a multi-step item also carries
-the T true frames and the forced action runs, ``video_inserts``). Items round-trip through JSON
-Lines (``save_items`` / ``load_items``). Pure: no I/O but the files.
+``rlvr_world.video.layout``; the true next frame, the last context frame and what decoding needs
+travel as a typed ``VideoPayload`` of arrays, ``PromptItem.video``, read back by
+``video_frames``; a multi-step item also carries the T true frames and the forced action runs,
+``video_inserts``). Items round-trip through JSON Lines (``save_items`` / ``load_items``; only
+there are frames written as base64). Pure: no I/O but the files.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from rlvr_world.tasks.text_game import DATA_SOURCE, Transition, build_compact_pr
 __all__ = [
     "ANSWER_PREFIX",
     "PromptItem",
+    "VideoPayload",
     "load_items",
     "save_items",
     "text_game_item",
@@ -56,6 +58,7 @@ class PromptItem:
     extra_info: dict[str, Any] = field(default_factory=dict)
     changed: bool | None = None  # text game: the paper's gold label; None where not defined
     prompt_token_ids: list[int] | None = None  # the prompt as ids (video); None: ``prompt`` text
+    video: VideoPayload | None = None  # the typed reference of a video item; None for text
 
     @property
     def rollout_prompt(self) -> str | list[int]:
@@ -112,20 +115,167 @@ def web_item(prompt_id: str, prompt: str, rendered_diff: str) -> PromptItem:
     )
 
 
-def _array_field(arr: np.ndarray, name: str) -> dict[str, Any]:
+def _frame(arr: Any, name: str, ndim: int = FRAME_NDIM) -> np.ndarray:
     a = np.ascontiguousarray(arr)
-    if a.dtype != np.uint8 or a.ndim != FRAME_NDIM or a.shape[-1] != RGB_CHANNELS:
-        raise ValueError(f"{name}: need a uint8 (H, W, 3) frame, got {a.dtype} {a.shape}")
-    return {"b64": base64.b64encode(a.tobytes()).decode("ascii"), "shape": list(a.shape)}
+    if a.dtype != np.uint8 or a.ndim != ndim or a.shape[-1] != RGB_CHANNELS:
+        want = "(H, W, 3)" if ndim == FRAME_NDIM else "(T, H, W, 3)"
+        raise ValueError(f"{name}: need a uint8 {want} frame array, got {a.dtype} {a.shape}")
+    return a
 
 
-def _array_of(value: Any, name: str) -> np.ndarray:
+def _ints(values: Any, name: str) -> tuple[int, ...]:
+    if not isinstance(values, Sequence | np.ndarray) or isinstance(values, str):
+        raise ValueError(f"{name}: expected a list of ints, got {type(values).__name__}")
+    if not all(isinstance(v, int | np.integer) and not isinstance(v, bool) for v in values):
+        raise ValueError(f"{name}: expected a list of ints")
+    return tuple(int(v) for v in values)
+
+
+@dataclass(frozen=True, eq=False)
+class VideoPayload:
+    """What the orchestrator needs of a video item besides its prompt ids, as arrays.
+
+    ``target``: the true next frame ``(H, W, 3)`` (single-step) or the T true frames
+    ``(T, H, W, 3)`` (multi-step, with ``inserts``); ``previous``: the last context frame (the
+    repetition check, and the anchor of context-anchored decoding). Multi-step: ``inserts[t]`` is
+    the forced token run after generated frame t (its ground-truth actions), ``segment_tokens``
+    the tokens of one generated frame, ``context_tokens`` the context frame's tokens a
+    compressive tokenizer decodes against. Single-step: ``anchor_tokens`` and ``anchor_grid``
+    (rows, cols), the last context frame's tokens for ``rlvr_world.video.anchor``.
+    Checked on construction (``ValueError`` naming the field)."""
+
+    target: np.ndarray
+    previous: np.ndarray
+    inserts: tuple[tuple[int, ...], ...] = ()
+    segment_tokens: int = 0
+    context_tokens: tuple[int, ...] = ()
+    anchor_tokens: tuple[int, ...] = ()
+    anchor_grid: tuple[int, int] | None = None
+
+    def __post_init__(self) -> None:
+        multi = bool(self.inserts) or bool(self.segment_tokens)
+        set_ = object.__setattr__
+        set_(self, "target", _frame(self.target, "target", FRAMES_NDIM if multi else FRAME_NDIM))
+        set_(self, "previous", _frame(self.previous, "previous"))
+        set_(self, "context_tokens", _ints(self.context_tokens, "context_tokens"))
+        set_(self, "anchor_tokens", _ints(self.anchor_tokens, "anchor_tokens"))
+        runs = tuple(_ints(run, f"inserts[{t}]") for t, run in enumerate(self.inserts))
+        set_(self, "inserts", runs)
+        if multi:
+            self._check_multi_step()
+        elif self.context_tokens:
+            raise ValueError("context_tokens: the decoder's context is multi-step only")
+        self._check_anchor()
+
+    def _check_multi_step(self) -> None:
+        if len(self.inserts) != self.target.shape[0]:
+            raise ValueError(
+                f"inserts: {len(self.inserts)} runs for {self.target.shape[0]} target frames "
+                "(one per frame)"
+            )
+        if any(not run for run in self.inserts):
+            raise ValueError("inserts: every run needs at least one token")
+        size = self.segment_tokens
+        if isinstance(size, bool) or not isinstance(size, int) or size < 1:
+            raise ValueError(f"segment_tokens: must be >= 1 with inserts, got {size!r}")
+
+    def _check_anchor(self) -> None:
+        if self.anchor_grid is None:
+            if self.anchor_tokens:
+                raise ValueError("anchor_tokens: given without anchor_grid")
+            return
+        if self.multi_step:
+            raise ValueError("anchor: context-anchored decoding is single-step only")
+        grid = _ints(self.anchor_grid, "anchor_grid")
+        if len(grid) != MATRIX_NDIM or min(grid) < 1:
+            raise ValueError(f"anchor_grid: expected (rows, cols) >= 1, got {self.anchor_grid!r}")
+        object.__setattr__(self, "anchor_grid", (grid[0], grid[1]))
+        if len(self.anchor_tokens) != grid[0] * grid[1]:
+            raise ValueError(
+                f"anchor_tokens: {len(self.anchor_tokens)} context tokens for a "
+                f"{grid[0]}x{grid[1]} grid (need rows*cols)"
+            )
+
+    @property
+    def multi_step(self) -> bool:
+        """True for an item whose rollout generates T frames interleaved with forced runs."""
+        return bool(self.inserts)
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, VideoPayload):
+            return NotImplemented
+        return (
+            np.array_equal(self.target, other.target)
+            and np.array_equal(self.previous, other.previous)
+            and (self.inserts, self.segment_tokens, self.context_tokens)
+            == (other.inserts, other.segment_tokens, other.context_tokens)
+            and (self.anchor_tokens, self.anchor_grid) == (other.anchor_tokens, other.anchor_grid)
+        )
+
+    __hash__ = None  # type: ignore[assignment]  # holds arrays: not hashable
+
+    def to_json(self) -> dict[str, Any]:
+        """A JSON-able dict (frames as base64 of their bytes, with the shape): the file form."""
+        out: dict[str, Any] = {
+            "target": _b64(self.target),
+            "previous": _b64(self.previous),
+        }
+        if self.multi_step:
+            out |= {
+                "inserts": [list(r) for r in self.inserts],
+                "segment_tokens": self.segment_tokens,
+            }
+        if self.context_tokens:
+            out["context_tokens"] = list(self.context_tokens)
+        if self.anchor_grid is not None:
+            out |= {
+                "anchor_tokens": list(self.anchor_tokens),
+                "anchor_grid": list(self.anchor_grid),
+            }
+        return out
+
+    @classmethod
+    def from_json(cls, data: Any) -> VideoPayload:
+        """The inverse of ``to_json``; ``ValueError`` naming the field that does not fit."""
+        if not isinstance(data, dict):
+            raise ValueError(f"video: expected an object, got {type(data).__name__}")
+        known = {"target", "previous", "inserts", "segment_tokens", "context_tokens"}
+        unknown = set(data) - known - {"anchor_tokens", "anchor_grid"}
+        if unknown:
+            raise ValueError(f"video: unknown fields {sorted(unknown)}")
+        grid = data.get("anchor_grid")
+        return cls(
+            target=_unb64(data.get("target"), "video.target"),
+            previous=_unb64(data.get("previous"), "video.previous"),
+            inserts=tuple(data.get("inserts", ())),
+            segment_tokens=data.get("segment_tokens", 0),
+            context_tokens=tuple(data.get("context_tokens", ())),
+            anchor_tokens=tuple(data.get("anchor_tokens", ())),
+            anchor_grid=None if grid is None else _pair(grid),
+        )
+
+
+def _pair(grid: Any) -> tuple[int, int]:
+    values = _ints(grid, "anchor_grid")
+    if len(values) != MATRIX_NDIM:
+        raise ValueError(f"anchor_grid: expected [rows, cols], got {grid!r}")
+    return values[0], values[1]
+
+
+def _b64(arr: np.ndarray) -> dict[str, Any]:
+    return {"b64": base64.b64encode(arr.tobytes()).decode("ascii"), "shape": list(arr.shape)}
+
+
+def _unb64(value: Any, name: str) -> np.ndarray:
     if not isinstance(value, dict) or "b64" not in value or "shape" not in value:
-        raise ValueError(f"extra_info.{name}: missing or not a {{b64, shape}} frame")
-    shape = tuple(int(d) for d in value["shape"])
-    raw = base64.b64decode(value["b64"])
+        raise ValueError(f"{name}: missing or not a {{b64, shape}} frame")
+    try:
+        shape = tuple(int(d) for d in value["shape"])
+        raw = base64.b64decode(value["b64"], validate=True)
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"{name}: not a {{b64, shape}} frame: {exc}") from exc
     if len(raw) != int(np.prod(shape)):
-        raise ValueError(f"extra_info.{name}: {len(raw)} bytes do not fill shape {shape}")
+        raise ValueError(f"{name}: {len(raw)} bytes do not fill shape {shape}")
     return np.frombuffer(raw, dtype=np.uint8).reshape(shape)
 
 
@@ -149,55 +299,27 @@ def video_item(  # noqa: PLR0913 (the item's keyword-only parts: multi-step, anc
 
     **Multi-step** (``inserts`` given): ``target_frame`` is ``(T, H, W, 3)``, the T true frames
     the rollout generates, each of ``segment_tokens`` tokens followed by its forced run
-    ``inserts[t]`` (the ground-truth actions), so ``len(inserts) == T``. They are stored as
-    ``extra_info.target_frames`` (a list of frames), ``inserts`` and ``segment_tokens``; a
-    single-step item has none of these keys (its JSON is what it always was).
-
-    ``context_tokens`` (multi-step, compressive tokenizer): the context frame's tokens, which the
-    decoder conditions the generated frames on; stored as ``extra_info.context_tokens`` only
-    when given (``video_context``).
-
-    ``anchor`` (single-step only): ``(context_tokens, (rows, cols))``, the last context frame's
-    tokens and the token grid, stored as ``extra_info.anchor_tokens`` / ``anchor_grid`` for
-    context-anchored decoding (``rlvr_world.video.anchor``, ``video_anchor``)."""
-    extra: dict[str, Any] = {}
-    if anchor is not None:
-        if inserts or segment_tokens:
-            raise ValueError("anchor: context-anchored decoding is single-step only")
-        tokens, (rows, cols) = anchor
-        if rows < 1 or cols < 1 or len(tokens) != rows * cols:
-            raise ValueError(
-                f"anchor: {len(tokens)} context tokens for a {rows}x{cols} grid (need rows*cols)"
-            )
-        extra["anchor_tokens"] = [int(t) for t in tokens]
-        extra["anchor_grid"] = [int(rows), int(cols)]
-    if inserts or segment_tokens:
-        frames = np.asarray(target_frame)
-        if frames.ndim != FRAMES_NDIM:
-            raise ValueError(
-                f"target_frame: a multi-step item needs (T, H, W, 3) frames, got {frames.shape}"
-            )
-        runs = [[int(t) for t in run] for run in inserts]
-        if len(runs) != frames.shape[0]:
-            raise ValueError(
-                f"inserts: {len(runs)} runs for {frames.shape[0]} target frames (one per frame)"
-            )
-        if any(not run for run in runs):
-            raise ValueError("inserts: every run needs at least one token")
-        if isinstance(segment_tokens, bool) or segment_tokens < 1:
-            raise ValueError(f"segment_tokens: must be >= 1 with inserts, got {segment_tokens!r}")
-        extra["target_frames"] = [
-            _array_field(f, f"target_frame[{t}]") for t, f in enumerate(frames)
-        ]
-        extra["inserts"] = runs
-        extra["segment_tokens"] = int(segment_tokens)
-        if len(context_tokens):
-            extra["context_tokens"] = [int(t) for t in context_tokens]
-    elif len(context_tokens):
-        raise ValueError("context_tokens: the decoder's context is multi-step only (give inserts)")
-    else:
-        extra["target_frame"] = _array_field(target_frame, "target_frame")
-    extra["previous_frame"] = _array_field(previous_frame, "previous_frame")
+    ``inserts[t]`` (the ground-truth actions), so ``len(inserts) == T``. ``context_tokens``
+    (compressive tokenizer): the context frame's tokens, which the decoder conditions the
+    generated frames on. ``anchor`` (single-step only): ``(context_tokens, (rows, cols))``, the
+    last context frame's tokens and the token grid, for context-anchored decoding
+    (``rlvr_world.video.anchor``). All of it goes into the item's ``VideoPayload``."""
+    tokens, grid = anchor if anchor is not None else ((), None)
+    multi = bool(inserts) or bool(segment_tokens)
+    if multi and np.ndim(target_frame) != FRAMES_NDIM:
+        raise ValueError(
+            f"target_frame: a multi-step item needs (T, H, W, 3) frames, got "
+            f"{np.shape(target_frame)}"
+        )
+    payload = VideoPayload(
+        target=_frame(target_frame, "target_frame", FRAMES_NDIM if multi else FRAME_NDIM),
+        previous=_frame(previous_frame, "previous_frame"),
+        inserts=tuple(tuple(run) for run in inserts),
+        segment_tokens=segment_tokens,
+        context_tokens=tuple(context_tokens),
+        anchor_tokens=tuple(tokens),
+        anchor_grid=grid,
+    )
     return PromptItem(
         prompt_id=prompt_id,
         task="video",
@@ -205,9 +327,16 @@ def video_item(  # noqa: PLR0913 (the item's keyword-only parts: multi-step, anc
         prompt="",
         ground_truth="",
         target=" ".join(str(int(t)) for t in target_tokens),
-        extra_info=extra,
         prompt_token_ids=[int(t) for t in prompt_token_ids],
+        video=payload,
     )
+
+
+def video_payload(item: PromptItem) -> VideoPayload:
+    """The item's ``VideoPayload``; ``ValueError`` for an item that has none."""
+    if item.video is None:
+        raise ValueError(f"item {item.prompt_id}: task {item.task!r} has no video payload")
+    return item.video
 
 
 def video_frames(item: PromptItem) -> tuple[np.ndarray, np.ndarray]:
@@ -215,79 +344,50 @@ def video_frames(item: PromptItem) -> tuple[np.ndarray, np.ndarray]:
 
     ``target`` is the frame ``(H, W, 3)`` of a single-step item, the frames ``(T, H, W, 3)`` of
     a multi-step one (``video_inserts``)."""
-    if item.task != "video":
-        raise ValueError(f"item {item.prompt_id}: task {item.task!r} has no frames")
-    previous = _array_of(item.extra_info.get("previous_frame"), "previous_frame")
-    many = item.extra_info.get("target_frames")
-    if many is None:
-        return _array_of(item.extra_info.get("target_frame"), "target_frame"), previous
-    if not isinstance(many, list) or not many:
-        raise ValueError("extra_info.target_frames: expected a non-empty list of frames")
-    frames = [_array_of(f, f"target_frames[{t}]") for t, f in enumerate(many)]
-    if len({f.shape for f in frames}) != 1:
-        raise ValueError("extra_info.target_frames: frames differ in shape")
-    return np.stack(frames), previous
+    payload = video_payload(item)
+    return payload.target, payload.previous
 
 
 def video_anchor(item: PromptItem) -> tuple[np.ndarray, tuple[int, int]]:
     """``(context_tokens (P,), (rows, cols))`` of a single-step video item built with
-    ``anchor``; ``ValueError`` naming the field when it has none or they do not fit."""
-    tokens = item.extra_info.get("anchor_tokens")
-    grid = item.extra_info.get("anchor_grid")
-    if tokens is None or grid is None:
+    ``anchor``; ``ValueError`` when it has none."""
+    payload = video_payload(item)
+    if payload.anchor_grid is None:
         raise ValueError(
-            f"item {item.prompt_id}: no extra_info.anchor_tokens / anchor_grid (built without "
-            "anchor), so it cannot be decoded context-anchored"
+            f"item {item.prompt_id}: no anchor tokens (built without anchor), so it cannot be "
+            "decoded context-anchored"
         )
-    if not isinstance(tokens, list) or not all(
-        isinstance(t, int) and not isinstance(t, bool) for t in tokens
-    ):
-        raise ValueError("extra_info.anchor_tokens: expected a list of ints")
-    if (
-        not isinstance(grid, list)
-        or len(grid) != MATRIX_NDIM
-        or not all(isinstance(d, int) and not isinstance(d, bool) and d >= 1 for d in grid)
-    ):
-        raise ValueError(f"extra_info.anchor_grid: expected [rows, cols] >= 1, got {grid!r}")
-    if len(tokens) != grid[0] * grid[1]:
-        raise ValueError(f"extra_info.anchor_tokens: {len(tokens)} tokens for a grid {grid}")
-    return np.asarray(tokens, dtype=np.int64), (grid[0], grid[1])
+    return np.asarray(payload.anchor_tokens, dtype=np.int64), payload.anchor_grid
 
 
 def video_inserts(item: PromptItem) -> tuple[list[list[int]], int]:
     """``(inserts, segment_tokens)`` of a multi-step video item; ``([], 0)`` for a single-step
-    one. ``ValueError`` names the field when they do not fit the target frames."""
-    runs = item.extra_info.get("inserts")
-    if runs is None:
-        return [], 0
-    size = item.extra_info.get("segment_tokens")
-    if isinstance(size, bool) or not isinstance(size, int) or size < 1:
-        raise ValueError(f"extra_info.segment_tokens: expected an int >= 1, got {size!r}")
-    if not isinstance(runs, list) or not all(
-        isinstance(run, list) and run and all(isinstance(t, int) for t in run) for run in runs
-    ):
-        raise ValueError("extra_info.inserts: expected a list of non-empty int lists")
-    frames = item.extra_info.get("target_frames")
-    if not isinstance(frames, list) or len(frames) != len(runs):
-        raise ValueError(
-            f"extra_info.inserts: {len(runs)} runs do not match extra_info.target_frames"
-        )
-    return [list(run) for run in runs], size
+    one."""
+    payload = video_payload(item)
+    return [list(run) for run in payload.inserts], payload.segment_tokens
 
 
 def video_context(item: PromptItem) -> list[int]:
     """The context tokens a multi-step item's frames are decoded against (compressive
-    tokenizer); empty when it has none. ``ValueError`` when the field is not a list of ints."""
-    ctx = item.extra_info.get("context_tokens")
-    if ctx is None:
-        return []
-    if (
-        not isinstance(ctx, list)
-        or not ctx
-        or not all(isinstance(t, int) and not isinstance(t, bool) for t in ctx)
-    ):
-        raise ValueError("extra_info.context_tokens: expected a non-empty list of ints")
-    return list(ctx)
+    tokenizer); empty when it has none."""
+    return list(video_payload(item).context_tokens)
+
+
+def item_to_json(item: PromptItem) -> dict[str, Any]:
+    """The JSON form of an item (``save_items``): its fields, the video payload's ``to_json``."""
+    out = {k: v for k, v in asdict(item).items() if k != "video"}
+    if item.video is not None:
+        out["video"] = item.video.to_json()
+    return out
+
+
+def item_from_json(data: Any) -> PromptItem:
+    """The inverse of ``item_to_json``; ``ValueError``/``TypeError`` for what does not fit."""
+    if not isinstance(data, dict):
+        raise TypeError(f"expected an object, got {type(data).__name__}")
+    video = data.get("video")
+    fields = {k: v for k, v in data.items() if k != "video"}
+    return PromptItem(**fields, video=None if video is None else VideoPayload.from_json(video))
 
 
 def save_items(items: Iterable[PromptItem], path: Path) -> int:
@@ -296,7 +396,7 @@ def save_items(items: Iterable[PromptItem], path: Path) -> int:
     count = 0
     with path.open("w", encoding="utf-8") as fh:
         for item in items:
-            fh.write(json.dumps(asdict(item), ensure_ascii=False) + "\n")
+            fh.write(json.dumps(item_to_json(item), ensure_ascii=False) + "\n")
             count += 1
     return count
 
@@ -309,7 +409,7 @@ def load_items(path: Path) -> list[PromptItem]:
             if not line.strip():
                 continue
             try:
-                items.append(PromptItem(**json.loads(line)))
-            except (json.JSONDecodeError, TypeError) as exc:
+                items.append(item_from_json(json.loads(line)))
+            except (json.JSONDecodeError, TypeError, ValueError) as exc:
                 raise ValueError(f"{path}:{lineno}: not a prompt item: {exc}") from exc
     return items

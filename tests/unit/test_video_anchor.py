@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from rlvr_world.items import video_anchor, video_item
+from rlvr_world.items import VideoPayload, video_anchor, video_item
 from rlvr_world.video.anchor import (
     anchor_frames,
     anchor_samples,
@@ -156,14 +156,12 @@ def test_video_items_carry_their_anchor_and_refuse_a_wrong_one() -> None:
         )
     with pytest.raises(ValueError, match="built without anchor"):
         video_anchor(video_item("c", [1], frame, frame))
-    broken = video_item("c", [1], frame, frame, anchor=(list(range(16)), GRID))
-    broken.extra_info["anchor_grid"] = [4, 0]
+    payload = video_item("c", [1], frame, frame, anchor=(list(range(16)), GRID)).video
+    assert payload is not None
     with pytest.raises(ValueError, match="anchor_grid"):
-        video_anchor(broken)
-    broken.extra_info["anchor_grid"] = [4, 4]
-    broken.extra_info["anchor_tokens"] = [1.5] * 16
+        VideoPayload.from_json(payload.to_json() | {"anchor_grid": [4, 0]})
     with pytest.raises(ValueError, match="list of ints"):
-        video_anchor(broken)
+        VideoPayload.from_json(payload.to_json() | {"anchor_tokens": [1.5] * 16})
 
 
 def test_hold_unchanged_carries_tokens_through_still_frames_and_refuses_bad_shapes() -> None:

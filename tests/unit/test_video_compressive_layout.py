@@ -12,7 +12,7 @@ import torch
 from pydantic import ValidationError
 
 from rlvr_world.apps.video.config import VideoPipelineConfig, load_video_config
-from rlvr_world.items import load_items, save_items, video_context, video_item
+from rlvr_world.items import VideoPayload, load_items, save_items, video_context, video_item
 from rlvr_world.video.actions import ActionQuantizer
 from rlvr_world.video.codec import (
     codebook_sizes,
@@ -141,9 +141,9 @@ def test_items_carry_the_context_to_the_decoder_and_round_trip(
     assert video_context(multistep_item("c1", seq, frames[0])) == []  # per-frame: none
     with pytest.raises(ValueError, match="context_tokens: the decoder's context is multi-step"):
         video_item("c", [1], frames[0, 0], frames[0, 1], context_tokens=[1, 2])
-    back.extra_info["context_tokens"] = ["a"]
-    with pytest.raises(ValueError, match=r"extra_info.context_tokens: expected"):
-        video_context(back)
+    assert back.video is not None
+    with pytest.raises(ValueError, match=r"context_tokens: expected a list of ints"):
+        VideoPayload.from_json(back.video.to_json() | {"context_tokens": ["a"]})
 
 
 def config(**tokenizer: object) -> dict[str, object]:

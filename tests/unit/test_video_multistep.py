@@ -13,6 +13,7 @@ from pydantic import ValidationError
 
 from rlvr_world.apps.video.config import VideoPipelineConfig
 from rlvr_world.items import (
+    VideoPayload,
     load_items,
     save_items,
     video_frames,
@@ -111,8 +112,8 @@ def test_multistep_items_round_trip_and_single_step_items_are_unchanged(
     inserts, segment = video_inserts(back)
     assert inserts == rollout_inserts(seq) and segment == tokenizer.tokens_per_frame
     single = video_item("c1", [1, 2], frames[0], frames[1], target_tokens=[3])
-    assert list(single.extra_info) == ["target_frame", "previous_frame"]
-    assert video_inserts(single) == ([], 0)
+    assert single.extra_info == {} and single.video is not None
+    assert not single.video.multi_step and video_inserts(single) == ([], 0)
 
 
 def test_multistep_items_refuse_mismatches_by_field() -> None:
@@ -126,9 +127,10 @@ def test_multistep_items_refuse_mismatches_by_field() -> None:
     with pytest.raises(ValueError, match="inserts: every run needs"):
         video_item("c", [1], frames, frames[0], inserts=[[5], []], segment_tokens=4)
     item = video_item("c", [1], frames, frames[0], inserts=[[5], [6]], segment_tokens=4)
-    broken = item.extra_info | {"inserts": [[5]]}
-    with pytest.raises(ValueError, match=r"extra_info\.inserts: 1 runs do not match"):
-        video_inserts(type(item)(**{**item.__dict__, "extra_info": broken}))
+    assert item.video is not None
+    broken = item.video.to_json() | {"inserts": [[5]]}
+    with pytest.raises(ValueError, match=r"inserts: 1 runs for 2 target frames"):
+        VideoPayload.from_json(broken)
 
 
 def test_generated_frames_drop_the_forced_tokens() -> None:

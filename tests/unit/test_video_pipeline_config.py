@@ -14,7 +14,7 @@ from rlvr_world.apps.video.config import VideoPipelineConfig, load_video_config
 from rlvr_world.apps.video.episodes import spread
 from rlvr_world.apps.video.report import metrics_table
 from rlvr_world.apps.video.rl import orchestrator_config, write_trainer_yaml
-from rlvr_world.items import load_items, save_items, video_frames, video_item
+from rlvr_world.items import VideoPayload, load_items, save_items, video_frames, video_item
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -41,13 +41,16 @@ def test_video_items_refuse_bad_frames_by_name() -> None:
     with pytest.raises(ValueError, match="previous_frame: need a uint8"):
         video_item("c", [1], frame(1), frame(2)[..., :2])
     item = video_item("c", [1], frame(1), frame(2))
+    assert item.video is not None
     cut = base64.b64encode(b"\x00" * 10).decode()
-    broken = item.extra_info | {"target_frame": {"b64": cut, "shape": [8, 8, 3]}}
-    with pytest.raises(ValueError, match=r"extra_info\.target_frame: 10 bytes do not fill"):
-        video_frames(type(item)(**{**item.__dict__, "extra_info": broken}))
-    missing = {k: v for k, v in item.extra_info.items() if k != "previous_frame"}
-    with pytest.raises(ValueError, match=r"extra_info\.previous_frame: missing"):
-        video_frames(type(item)(**{**item.__dict__, "extra_info": missing}))
+    broken = item.video.to_json() | {"target": {"b64": cut, "shape": [8, 8, 3]}}
+    with pytest.raises(ValueError, match=r"video\.target: 10 bytes do not fill"):
+        VideoPayload.from_json(broken)
+    missing = {k: v for k, v in item.video.to_json().items() if k != "previous"}
+    with pytest.raises(ValueError, match=r"video\.previous: missing"):
+        VideoPayload.from_json(missing)
+    with pytest.raises(ValueError, match=r"has no video payload"):
+        video_frames(type(item)(**{**item.__dict__, "video": None}))
 
 
 @pytest.mark.parametrize("path", sorted((REPO / "configs" / "video").glob("*.yaml")), ids=str)

@@ -1,9 +1,8 @@
 """The rollout worker: prompts -> G samples -> decoded texts -> rewards -> scored groups on Redis.
 
 For each request ``(key, PromptItem)`` it asks the rollout service for ``group_size`` samples
-(token ids, behaviour log-probs, policy version), decodes them through the decoder service
-(special tokens kept: the reference's reward manager does, the strict reward strips
-end-of-sequence text), scores them with one ``ScoreBatch`` on the reward service, and pushes a
+(token ids, behaviour log-probs, policy version), has the item's task recipe decode and score
+them (one decoder call and one ``ScoreBatch`` on the reward service), and pushes a
 ``ScoredGroup`` (group id = request key, an idempotency key) to the bounded stream.
 
 * **Bounded in flight**: at most ``max_inflight`` requests at once (an asyncio semaphore).
@@ -17,20 +16,11 @@ end-of-sequence text), scores them with one ``ScoreBatch`` on the reward service
   ``latest`` is the trainer's published version (``rlvr:weights:latest``); the rollout answers
   ``FAILED_PRECONDITION`` while its weights are older, and the worker waits for the reload. With
   the stream bound (``queue max_len``) this keeps generation from running far ahead of training.
-* **Video items** (``task == "video"``): the prompt is token ids; samples are drawn with
-  ``ignore_eos`` inside ``allowed_tokens`` (the visual ids), decoded to frames by one
-  ``DecodeFrames`` call per group and scored against the item's true next frame with the
-  ``video_weights`` (e.g. L1 + ST-LPIPS) in one ``ScoreBatch``; with ``video_patch_grid`` the
-  service scores each patch too and each sample carries ``token_rewards``, token k's being
-  patch k's (raster order). A **multi-step** video item
-  (``items.video_inserts``) is generated interleaved: ``segment_tokens`` sampled tokens, then the
-  item's forced run (the ground-truth actions), T times (``max_tokens = T * segment_tokens``);
-  the forced tokens are stripped with ``Sample.inserted``, all T frames of all G samples go
-  through one ``DecodeFrames`` (with the item's ``context_tokens`` when the compressive
-  tokenizer decodes them: ``items.video_context``) and each sample's T frames are scored against
-  the T true ones
-  with ``aggregation: mean`` in one ``ScoreBatch``. The pushed samples' ``loss_mask`` is 0 on the
-  forced tokens; the ledger's ``pushed`` entry lists those positions (``masked``) per sample.
+* **Per task** (``recipes``): what a task asks of the rollout, the decoder and the reward
+  service (text: ``DecodeTextBatch`` and verl-style rows; video: ``DecodeFrames`` and pixel
+  rewards, single- or multi-step) is its ``Recipe``, looked up by the item's task; this module
+  has no task branches. A multi-step video sample's forced tokens get ``loss_mask`` 0 here, and
+  the ledger's ``pushed`` entry lists those positions (``masked``) per sample.
 * **Statuses travel as scored**: an answer the scorer could not parse is pushed with status
   ``unparseable``; whether it trains with reward 0 (the paper) is the trainer's
   ``grpo.unparseable_reward``.
@@ -47,8 +37,8 @@ import contextlib
 import logging
 import math
 import time
-from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, replace
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from typing import Any
 
 import redis
@@ -58,20 +48,13 @@ from rlvr_world.apps.orchestrator.clients import ServiceClients
 from rlvr_world.apps.orchestrator.config import OrchestratorConfig
 from rlvr_world.apps.orchestrator.ledger import Ledger
 from rlvr_world.apps.orchestrator.metrics import OrchestratorMetrics
+from rlvr_world.apps.orchestrator.recipes import Recipe, recipes
 from rlvr_world.apps.orchestrator.retry import RetriesExhausted, grpc_reason, retry_async
 from rlvr_world.client import RewardServiceUnavailable
-from rlvr_world.items import (
-    PromptItem,
-    video_anchor,
-    video_context,
-    video_frames,
-    video_inserts,
-)
+from rlvr_world.items import PromptItem
 from rlvr_world.queue.schema import ScoredGroup, ScoredSample
 from rlvr_world.queue.stream import Producer, QueueFull
 from rlvr_world.rewards.types import InvalidInput, RewardResult, Status
-from rlvr_world.video.anchor import anchor_samples
-from rlvr_world.video.layout import generated_frames
 
 logger = logging.getLogger(__name__)
 
@@ -158,6 +141,7 @@ class Orchestrator:
         self.cfg, self.clients, self.producer = cfg, clients, producer
         self.ledger, self.metrics, self.latest_version = ledger, metrics, latest_version
         self.progress = progress
+        self.recipes = recipes(cfg, clients)
         self.stats = RunStats()
         self._bar: Any = None
 
@@ -180,26 +164,32 @@ class Orchestrator:
         finally:
             self.metrics.stage_seconds.labels(stage=stage).observe(time.perf_counter() - t0)
 
-    async def _generate(self, key: str, item: PromptItem, number: int) -> Any:
-        sampling = self.cfg.sampling(number)
-        inserts, segment = video_inserts(item) if item.task == "video" else ([], 0)
-        if inserts:  # interleaved: T segments, each followed by its forced run
-            sampling = replace(sampling, max_tokens=len(inserts) * segment, ignore_eos=True)
+    def _recipe(self, item: PromptItem) -> Recipe:
+        try:
+            return self.recipes[item.task]
+        except KeyError:
+            raise ValueError(
+                f"item {item.prompt_id}: no recipe for task {item.task!r} "
+                f"(known: {', '.join(sorted(self.recipes))})"
+            ) from None
+
+    async def _generate(self, key: str, item: PromptItem, number: int, recipe: Recipe) -> Any:
+        plan = recipe.plan(item, self.cfg.sampling(number))
 
         def call() -> Any:
             latest = self.latest_version()
             self.metrics.latest_version.set(latest)
             min_version = max(0, latest - self.cfg.max_staleness)
-            if inserts:
+            if plan.inserts:  # interleaved: T segments, each followed by its forced run
                 return self.clients.generate(
                     key,
                     item.rollout_prompt,
-                    sampling,
+                    plan.sampling,
                     min_version,
-                    inserts=inserts,
-                    segment_tokens=segment,
+                    inserts=plan.inserts,
+                    segment_tokens=plan.segment_tokens,
                 )
-            return self.clients.generate(key, item.rollout_prompt, sampling, min_version)
+            return self.clients.generate(key, item.rollout_prompt, plan.sampling, min_version)
 
         return await self._stage("generate", key, item, call)
 
@@ -207,14 +197,16 @@ class Orchestrator:
         """Generate, decode, score and push one request; True when pushed. Always ledgered."""
         self.ledger.write("start", key, item.prompt_id)
         try:
-            gen = await self._generate(key, item, number)
+            recipe = self._recipe(item)
+            gen = await self._generate(key, item, number, recipe)
             ids = [list(s.token_ids) for s in gen.samples]
-            if item.task == "video":
-                flags = [list(s.inserted) for s in gen.samples]
-                results = await self._score_video(key, item, ids, flags)
-            else:
-                results = await self._score_text(key, item, ids)
-            group = self._group(key, item, gen, results)
+            flags = [list(s.inserted) for s in gen.samples]
+
+            def stage(name: str, call: Callable[[], Any]) -> Any:
+                return self._stage(name, key, item, call)
+
+            results = await recipe.score(stage, item, ids, flags)
+            group = self._group(key, item, gen, results, can_stop=recipe.can_stop)
             statuses = [r.status.value for r in results]
             entry_id = await self._stage(
                 "push",
@@ -234,94 +226,11 @@ class Orchestrator:
         self._pushed(key, item, group, entry_id, statuses)
         return True
 
-    async def _score_text(
-        self, key: str, item: PromptItem, ids: list[list[int]]
-    ) -> list[RewardResult]:
-        texts = await self._stage(
-            "decode", key, item, lambda: self.clients.decode(ids, self.cfg.special_tokens)
-        )
-        rows = [self._row(item, text) for text in texts]
-        results: list[RewardResult] = await self._stage(
-            "score", key, item, lambda: self.clients.score(rows)
-        )
-        return results
-
-    async def _score_video(
-        self,
-        key: str,
-        item: PromptItem,
-        ids: list[list[int]],
-        inserted: Sequence[Sequence[bool]] = (),
-    ) -> list[RewardResult]:
-        target, previous = video_frames(item)
-        inserts, segment = video_inserts(item)
-        net, penalty = self.cfg.video_lpips_net, self.cfg.video_repetition_penalty
-        if not inserts:
-            dilate = self.cfg.video_anchor_dilate
-            context, grid = video_anchor(item) if dilate is not None else (None, (0, 0))
-            todo = ids if context is None else [*ids, context.tolist()]  # + the context's own
-            frames = await self._stage(
-                "decode", key, item, lambda: self.clients.decode_frames(todo)
-            )
-            if context is not None and dilate is not None:
-                frames = anchor_samples(
-                    frames[:-1], frames[-1], previous, ids, context, grid=grid, dilate=dilate
-                )
-            single: list[RewardResult] = await self._stage(
-                "score",
-                key,
-                item,
-                lambda: self.clients.score_frames(
-                    frames[:, None],
-                    target[None],
-                    previous,
-                    self.cfg.video_weights,
-                    lpips_net=net,
-                    repetition_penalty=penalty,
-                    patch_grid=self.cfg.video_patch_grid,
-                ),
-            )
-            return single
-        if self.cfg.video_patch_grid is not None:
-            raise InvalidInput("video_patch_grid: patch rewards are for single-step video items")
-        steps = len(inserts)
-        per_frame = [
-            generated_frames(sample, flags, steps, segment)
-            for sample, flags in zip(ids, inserted or [[]] * len(ids), strict=True)
-        ]
-        flat = [frame for sample in per_frame for frame in sample]
-        ctx_tokens = video_context(item)
-        decoded = await self._stage(
-            "decode", key, item, lambda: self.clients.decode_frames(flat, ctx_tokens)
-        )
-        clips = decoded.reshape(len(ids), steps, *decoded.shape[1:])
-        results: list[RewardResult] = await self._stage(
-            "score",
-            key,
-            item,
-            lambda: self.clients.score_frames(
-                clips,
-                target,
-                previous,
-                self.cfg.video_weights,
-                aggregation="mean",
-                lpips_net=net,
-                repetition_penalty=penalty,
-            ),
-        )
-        return results
-
-    def _row(self, item: PromptItem, text: str) -> dict[str, Any]:
-        row = item.reward_row(text)
-        row["variant"], row["reward_type"] = self.cfg.variant, self.cfg.reward_type
-        return row
-
     def _group(
-        self, key: str, item: PromptItem, gen: Any, results: list[RewardResult]
+        self, key: str, item: PromptItem, gen: Any, results: list[RewardResult], *, can_stop: bool
     ) -> ScoredGroup:
         if len(results) != len(gen.samples):
             raise ValueError(f"{len(results)} rewards for {len(gen.samples)} samples")
-        can_stop = not self.cfg.ignore_eos and item.task != "video"  # video never stops early
         samples = [
             to_sample(
                 list(s.token_ids),
