@@ -41,6 +41,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from rlvr_world.tasks.jsonl import iter_records
+
 logger = logging.getLogger(__name__)
 
 __all__ = [
@@ -183,18 +185,8 @@ def web_transition_from_record(record: Mapping[str, Any]) -> WebTransition:
 
 def load_web_transitions(path: str | Path) -> Iterator[WebTransition]:
     """Transitions of a JSON Lines file (``webarena_transitions.jsonl``, ``miniwob_...``)."""
-    path = Path(path)
-    with path.open(encoding="utf-8") as fh:
-        for lineno, line in enumerate(fh, 1):
-            if not line.strip():
-                continue
-            try:
-                record = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise ValueError(f"{path}:{lineno}: not JSON: {exc.msg}") from exc
-            if not isinstance(record, dict):
-                raise ValueError(f"{path}:{lineno}: a record must be a JSON object")
-            yield web_transition_from_record(record)
+    for record in iter_records(path):
+        yield web_transition_from_record(record)
 
 
 def web_transition_files(path: str | Path) -> list[Path]:

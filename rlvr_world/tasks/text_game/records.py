@@ -20,8 +20,6 @@ Splits:
 
 from __future__ import annotations
 
-import gzip
-import json
 import logging
 import random
 from collections.abc import Iterable, Iterator, Mapping
@@ -29,6 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from rlvr_world.tasks.jsonl import iter_records
 from rlvr_world.tasks.text_game.diff import is_gold, state_diff
 
 logger = logging.getLogger(__name__)
@@ -125,23 +124,6 @@ def transition_from_record(record: Mapping[str, Any]) -> Transition:
         target=[*_objects(record, "tick_state"), _score(record, "next_score_state")],
         uuid_base=uuid_base,
     )
-
-
-def iter_records(path: str | Path) -> Iterator[dict[str, Any]]:
-    """Decoded records of a JSON Lines file, plain or gzip (by the ``.gz`` suffix)."""
-    path = Path(path)
-    opener = gzip.open if path.suffix == ".gz" else open
-    with opener(path, "rt", encoding="utf-8") as fh:
-        for lineno, line in enumerate(fh, 1):
-            if not line.strip():
-                continue
-            try:
-                record = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise ValueError(f"{path}:{lineno}: not JSON: {exc.msg}") from exc
-            if not isinstance(record, dict):
-                raise ValueError(f"{path}:{lineno}: a record must be a JSON object")
-            yield record
 
 
 def load_transitions(path: str | Path) -> Iterator[Transition]:
