@@ -39,7 +39,7 @@ from __future__ import annotations
 import json
 import logging
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -56,7 +56,7 @@ from rlvr_world.rewards.video import (
 )
 from rlvr_world.shapes import MATRIX_NDIM
 from rlvr_world.video.anchor import anchor_frames, last_context_tokens
-from rlvr_world.video.data import ClipLike
+from rlvr_world.video.data import ClipArrays, ClipLike
 from rlvr_world.video.layout import SingleStepVocab, TokenSequence
 from rlvr_world.video.train_mle import clip_arrays, encode_clips
 from rlvr_world.video.world_model import visual_ids
@@ -209,6 +209,23 @@ def reward_setup(
     return config, {perceptual.metric: perceptual}
 
 
+def prepare_clips(
+    clips: Sequence[ClipLike],
+    sequences: Sequence[TokenSequence] | None,
+    encode: Callable[[], Sequence[TokenSequence]],
+) -> tuple[list[ClipArrays], Sequence[TokenSequence]]:
+    """The clips as arrays and their token sequences (``encode()`` when not given), checked:
+    ``ValueError`` for no clips or a sequence count that differs from the clips'."""
+    if not clips:
+        raise ValueError("clips: empty")
+    arrays = [clip_arrays(c) for c in clips]
+    if sequences is None:
+        sequences = encode()
+    if len(sequences) != len(clips):
+        raise ValueError(f"sequences: {len(sequences)} for {len(clips)} clips")
+    return arrays, sequences
+
+
 def evaluate(  # noqa: PLR0913 (the last three keywords are optional extras)
     model: PreTrainedModel,
     frame_tokenizer: FrameTokenizer,
@@ -224,15 +241,11 @@ def evaluate(  # noqa: PLR0913 (the last three keywords are optional extras)
     """Report dict for held-out ``clips`` (module docstring); writes ``eval.json`` and
     ``grid.png`` into ``out_dir`` when given. ``perceptual`` defaults to ``make_perceptual``;
     ``sequences`` (``encode_clips`` of the same clips) skips re-encoding them on every call."""
-    if not clips:
-        raise ValueError("clips: empty")
-    arrays = [clip_arrays(c) for c in clips]
     t0 = time.perf_counter()
+    arrays, sequences = prepare_clips(
+        clips, sequences, lambda: encode_clips(clips, frame_tokenizer, quantizer, vocab)
+    )
     config, scorers = reward_setup(model, cfg, perceptual)
-    if sequences is None:
-        sequences = encode_clips(clips, frame_tokenizer, quantizer, vocab)
-    if len(sequences) != len(clips):
-        raise ValueError(f"sequences: {len(sequences)} for {len(clips)} clips")
     per_frame = int(frame_tokenizer.tokens_per_frame)
     prompts = np.array([s.input_ids[: s.prompt_length] for s in sequences], dtype=np.int64)
     truth_tokens = np.array(

@@ -54,6 +54,7 @@ from rlvr_world.video.data import ClipArrays, ClipLike, Episode
 from rlvr_world.video.evaluate import (
     EvalConfig,
     pick,
+    prepare_clips,
     restrict_logits,
     reward_setup,
     score_frames,
@@ -292,15 +293,13 @@ def evaluate_multistep(  # noqa: PLR0913 (evaluate's keywords, and segment_frame
     ``d1``'s tokens decoded and repeated; ``raw_copy_*``: ``d1``'s own pixels repeated;
     ``per_clip`` / ``per_clip_copy``: each metric per clip (its mean over the predicted frames).
     Writes ``eval.json`` and ``grid.png`` into ``out_dir`` when given."""
-    if not clips:
-        raise ValueError("clips: empty")
-    arrays = [clip_arrays(c) for c in clips]
     t0 = time.perf_counter()
+    arrays, sequences = prepare_clips(
+        clips,
+        sequences,
+        lambda: encode_multistep_clips(clips, tokenizer, quantizer, vocab, segment_frames),
+    )
     config, scorers = reward_setup(model, cfg, perceptual)
-    if sequences is None:
-        sequences = encode_multistep_clips(clips, tokenizer, quantizer, vocab, segment_frames)
-    if len(sequences) != len(clips):
-        raise ValueError(f"sequences: {len(sequences)} for {len(clips)} clips")
     steps = segment_frames - 1
     t_gen = time.perf_counter()
     pred_tokens, pred = predicted_multistep(model, tokenizer, sequences, vocab, cfg)
