@@ -21,12 +21,13 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import grpc
 
 from rlvr_world.scaffold.auth import UNAUTHENTICATED_MESSAGE, bearer_matches
+from rlvr_world.scaffold.interceptor import HandlerInterceptor
 
 log = logging.getLogger(__name__)
 OPEN_PREFIXES: tuple[str, ...] = (
@@ -74,7 +75,7 @@ def _refusal(handler: grpc.RpcMethodHandler, code: grpc.StatusCode, message: str
     return grpc.stream_stream_rpc_method_handler(streaming, **kw)
 
 
-class Admission(grpc.aio.ServerInterceptor):  # type: ignore[misc]
+class Admission(HandlerInterceptor):
     """See the module docstring. Create it inside the service's event loop."""
 
     def __init__(
@@ -106,13 +107,10 @@ class Admission(grpc.aio.ServerInterceptor):  # type: ignore[misc]
         if self._on_reject is not None:
             self._on_reject(reason)
 
-    async def intercept_service(
-        self,
-        continuation: Callable[[grpc.HandlerCallDetails], Awaitable[grpc.RpcMethodHandler]],
-        details: grpc.HandlerCallDetails,
+    def wrap(
+        self, handler: grpc.RpcMethodHandler, details: grpc.HandlerCallDetails
     ) -> grpc.RpcMethodHandler:
-        handler = await continuation(details)
-        if handler is None or str(details.method).startswith(self._open):
+        if str(details.method).startswith(self._open):
             return handler
         if self._token is not None:
             header = dict(details.invocation_metadata or ()).get("authorization")

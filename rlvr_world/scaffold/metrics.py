@@ -12,12 +12,14 @@ own, richer metrics.
 from __future__ import annotations
 
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from typing import Any
 
 import grpc
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
 from prometheus_client.exposition import start_http_server
+
+from rlvr_world.scaffold.interceptor import HandlerInterceptor
 
 LATENCY_BUCKETS = (0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120)
 
@@ -72,17 +74,14 @@ def _status_name(code: grpc.StatusCode | None) -> str:
     return str((code or grpc.StatusCode.OK).name)
 
 
-class _MetricsInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
+class _MetricsInterceptor(HandlerInterceptor):
     def __init__(self, metrics: GrpcMetrics) -> None:
         self.metrics = metrics
 
-    async def intercept_service(
-        self,
-        continuation: Callable[[grpc.HandlerCallDetails], Awaitable[grpc.RpcMethodHandler]],
-        details: grpc.HandlerCallDetails,
+    def wrap(
+        self, handler: grpc.RpcMethodHandler, details: grpc.HandlerCallDetails
     ) -> grpc.RpcMethodHandler:
-        handler = await continuation(details)
-        if handler is None or handler.unary_unary is None:
+        if handler.unary_unary is None:
             return handler
         method = str(details.method).rsplit("/", 1)[-1]
         inner = handler.unary_unary
