@@ -1,4 +1,5 @@
-"""``run.device`` and ``run.precision`` reach every phase: each phase and each process of a real
+"""``run.device`` and ``run.precision`` reach every phase (and the control's ``steps`` and
+``samples`` budgets hold in a real run): each phase and each process of a real
 run records the device and precision it used (SFT and the control in the run's process, the
 trainer, the rollout services and so the evaluations, the decoder's frames, the reward's
 perceptual models, the video tokenizer, MLE, the evaluations and the control, the MPC world
@@ -39,10 +40,14 @@ def test_the_text_run_puts_every_phase_where_run_device_says(
             "run.device": "cpu",
             "run.precision": "bf16",
             "sft.epochs": 2,
+            "control.budget": "steps",
         },
     )
     summary = run_pipeline(cfg, "smoke.yaml")
     assert summary["trainer_exit"] == 0
+    # the control took as many SFT optimizer steps as GRPO took optimizer steps
+    assert summary["control_budget"]["kind"] == "steps"
+    assert summary["control_steps"] == summary["trainer_steps"] == cfg.rl.steps
     devices: dict[str, Any] = summary["devices"]
     assert devices["run"] == {"setting": "cpu", **CPU_BF16}
     for phase in ("sft", "control", "trainer", "rollout", "rollout-control", "evaluation"):
@@ -75,10 +80,20 @@ def test_the_video_run_puts_every_phase_where_run_device_says(
     monkeypatch.setenv("SDL_VIDEODRIVER", "dummy")
     cfg = load_video_config(
         REPO / "configs" / "video" / "smoke.yaml",
-        {"run.run_dir": str(tmp_path), "run.device": "cpu", "run.precision": "bf16"},
+        {
+            "run.run_dir": str(tmp_path),
+            "run.device": "cpu",
+            "run.precision": "bf16",
+            "baseline.budget": "samples",
+        },
     )
     summary = run_video_pipeline(cfg, "smoke.yaml")
     assert summary["rl"]["trainer_exit"] == 0
+    control = summary["baseline"]["by_seed"]["0"]  # MLE sequences = GRPO's trained sequences
+    assert control["kind"] == "samples" and control["trained_sequences"] > 0
+    assert control["max_steps"] == -(-control["trained_sequences"] // cfg.mle.batch_size)
+    assert control["step"] - control["start_step"] == control["max_steps"]
+    assert summary["headline"]["control_budget"] == "samples"
     devices: dict[str, Any] = summary["devices"]
     assert devices["run"] == {"setting": "cpu", **CPU_BF16}
     for phase in ("tokenizer", "mle", "evaluation", "baseline"):  # in process, float32

@@ -261,23 +261,34 @@ class EvalSection(_Section):
 
 
 class ControlSection(_Section):
-    """The control: continued SFT (MLE) from the same start checkpoint, same budget as GRPO."""
+    """The control: continued SFT (MLE) from the same start checkpoint, same budget as GRPO.
+
+    ``samples`` and ``steps`` are fair on any hardware; ``wall_time`` is fair only where an SFT
+    step and a GRPO step cost alike (on a GPU an SFT step is far cheaper than a GRPO step, which
+    also generates and scores: the video smoke on an H200 gave its control 1,500 MLE steps in
+    the time of 3 GRPO steps)."""
 
     enabled: bool = Field(default=True, description="train and evaluate the control")
-    budget: Literal["samples", "wall_time"] = Field(
+    budget: Literal["samples", "steps", "wall_time"] = Field(
         default="samples",
         description="samples: as many SFT examples as GRPO trained sequences (groups x G); "
-        "wall_time: SFT for as long as the GRPO phase took",
+        "steps: as many SFT optimizer steps (sft.batch_size examples each) as GRPO took "
+        "optimizer steps; wall_time: SFT for as long as the GRPO phase took (not fair on a GPU)",
     )
     lr: float | None = Field(
         default=None, gt=0.0, le=1.0, description="learning rate (unset: sft.lr, constant)"
     )
 
-    def sft_budget(self, sft: SftSection, grpo_s: float, trained: int) -> dict[str, Any]:
-        """The control's SFT budget: GRPO's wall time ``grpo_s`` or its ``trained`` sequences."""
+    def sft_budget(
+        self, sft: SftSection, grpo_s: float, trained: int, steps: int = 0
+    ) -> dict[str, Any]:
+        """The control's SFT budget: GRPO's wall time ``grpo_s``, its ``trained`` sequences, or
+        its optimizer ``steps``."""
         fixed = {"epochs": 10_000, "lr": self.lr or sft.lr, "schedule": "constant"}
         if self.budget == "wall_time":
             return {**fixed, "max_seconds": grpo_s}
+        if self.budget == "steps":
+            return {**fixed, "max_steps": max(1, steps)}
         return {**fixed, "max_steps": max(1, -(-trained // sft.batch_size))}
 
 

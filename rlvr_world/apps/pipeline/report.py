@@ -245,7 +245,8 @@ def write_report(
         f"{summary.get('samples_per_s', 0.0):.2f} samples/s end to end",
         f"- control: SFT continued from the start, budget {budget.get('kind', '-')} "
         f"({summary.get('control_steps', 0)} steps for {budget.get('trained_sequences', 0)} "
-        "sequences GRPO trained)",
+        f"sequences in {budget.get('grpo_steps', summary.get('trainer_steps', 0))} steps GRPO "
+        "trained)",
         *_resource_lines(summary),
         *_devices_line(summary),
         *_sft_lines(summary),

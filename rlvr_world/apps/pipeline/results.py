@@ -24,7 +24,7 @@ from rlvr_world.items import PromptItem, diff_answer
 from rlvr_world.rewards.text_game import score_text_game
 from rlvr_world.rewards.text_game.extract import ParseFailure, strict_parse
 from rlvr_world.rewards.web import score_web
-from rlvr_world.stats import Headline, build_headline
+from rlvr_world.stats import Headline, build_headline, describe
 from rlvr_world.web.items import NO_CHANGE_ANSWER
 from rlvr_world.web.items import predicts_no_change as web_predicts_no_change
 
@@ -168,3 +168,30 @@ def reward_trend(steps: Sequence[Mapping[str, Any]], window: int = 10) -> dict[s
     first = sum(rewards[:window]) / len(rewards[:window])
     last = sum(rewards[-window:]) / len(rewards[-window:])
     return {"first": first, "last": last, "gain": last - first, "window": float(window)}
+
+
+def headline_summary(
+    answers: Mapping[str, Sequence[Answer]],
+    test_items: Sequence[PromptItem],
+    task_variant: tuple[str, str],
+    *,
+    seed: int,
+    budget: str,
+    metric: Metric,
+) -> dict[str, Any]:
+    """A run's ``headline``, ``headline_text`` and ``no_change_answers`` (with the
+    always-no-change baseline of the held-out items, ``always_no_change``)."""
+    task, variant = task_variant
+    baseline = always_no_change(test_items, task, variant)
+    head = headline(answers, seed, budget, metric, baselines={"always_no_change": baseline["all"]})
+    unchanged = sum(1 for a in answers["start"] if a.changed is False)
+    no_change = {
+        **no_change_rates(answers, metric.no_change),
+        "true_unchanged_share": unchanged / max(len(answers["start"]), 1),
+        "always_no_change": baseline,
+    }
+    return {
+        "headline": head.to_dict(),
+        "headline_text": describe(head),
+        "no_change_answers": no_change,
+    }

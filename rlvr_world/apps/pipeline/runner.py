@@ -13,7 +13,8 @@ start evaluation the trainer is launched with the services; with it, as the feed
 trainer waiting through the evaluation could reach its idle timeout). Then the final weights
 served and
 evaluated (*RLVR*). Then the *control*: SFT continued from the start for GRPO's budget
-(``control.budget``: as many examples as GRPO trained sequences, or as long as GRPO ran), served
+(``control.budget``: as many examples as GRPO trained sequences, as many optimizer steps as GRPO
+took, or as long as GRPO ran), served
 by a second rollout service and evaluated on the same items. The headline compares
 the three with paired bootstrap intervals (``apps.pipeline.results``); the report plots the train
 reward, the diagnostics and the held-out curve. The task decides the data
@@ -66,13 +67,7 @@ from rlvr_world.apps.pipeline.config import PipelineConfig
 from rlvr_world.apps.pipeline.data import build_run_items
 from rlvr_world.apps.pipeline.evaluate import Answer, EvalReport, evaluate
 from rlvr_world.apps.pipeline.report import plot_curve, train_steps, write_report
-from rlvr_world.apps.pipeline.results import (
-    METRICS,
-    always_no_change,
-    headline,
-    no_change_rates,
-    reward_trend,
-)
+from rlvr_world.apps.pipeline.results import METRICS, headline_summary, reward_trend
 from rlvr_world.apps.pipeline.stack import (
     Addresses,
     check_rollout_engine,
@@ -87,7 +82,6 @@ from rlvr_world.items import PromptItem, save_items
 from rlvr_world.queue.server import RedisHandle, start_embedded
 from rlvr_world.runlog import JsonlLog
 from rlvr_world.scaffold.client_auth import ensure_local_token
-from rlvr_world.stats import describe
 
 logger = logging.getLogger(__name__)
 
@@ -349,7 +343,10 @@ class PipelineRun:
     ) -> None:
         train, test = items
         trained = self.summary.get("trained_sequences", 0)
-        budget = self.cfg.control.sft_budget(self.cfg.sft, self.summary.get("grpo_s", 0.0), trained)
+        grpo_steps = self.summary.get("trainer_steps", 0)
+        budget = self.cfg.control.sft_budget(
+            self.cfg.sft, self.summary.get("grpo_s", 0.0), trained, grpo_steps
+        )
         rng = random.Random(self.seed + 1)
         order = list(train)
         rng.shuffle(order)
@@ -360,6 +357,7 @@ class PipelineRun:
             "kind": self.cfg.control.budget,
             **budget,
             "trained_sequences": trained,
+            "grpo_steps": grpo_steps,
         }
         spec = rollout_spec(
             control,
@@ -475,25 +473,18 @@ class PipelineRun:
         return self.summary
 
     def _headline(self) -> None:
-        """The headline and the no-change diagnostic into the summary."""
-        baseline = always_no_change(self.test_items, self.cfg.task, self.cfg.rl.reward_variant)
-        budget = self.cfg.control.budget
-        head = headline(
+        """The headline and the no-change diagnostic into the summary
+        (``results.headline_summary``)."""
+        c = self.cfg
+        self.summary |= headline_summary(
             self.answers,
-            self.seed,
-            budget,
-            self.metric,
-            baselines={"always_no_change": baseline["all"]},
+            self.test_items,
+            (c.task, c.rl.reward_variant),
+            seed=self.seed,
+            budget=c.control.budget,
+            metric=self.metric,
         )
-        self.summary["headline"] = head.to_dict()
-        self.summary["headline_text"] = describe(head)
-        unchanged = sum(1 for a in self.answers["start"] if a.changed is False)
-        self.summary["no_change_answers"] = {
-            **no_change_rates(self.answers, self.metric.no_change),
-            "true_unchanged_share": unchanged / max(len(self.answers["start"]), 1),
-        }
-        self.summary["no_change_answers"]["always_no_change"] = baseline
-        logger.info("%s", describe(head))
+        logger.info("%s", self.summary["headline_text"])
 
 
 def run_pipeline(cfg: PipelineConfig, config_path: str = "") -> dict[str, Any]:

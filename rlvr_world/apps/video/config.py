@@ -289,10 +289,17 @@ class VideoRl(RlSection):
 
 
 class VideoBaseline(_Section):
-    """The control: continue MLE from the same checkpoint for the RL phase's wall time."""
+    """The control: continue MLE from the same checkpoint for the RL phase's budget."""
 
     enabled: bool = Field(default=True, description="run the continued-MLE control")
     lr: float = Field(default=1e-4, gt=0.0, le=1.0, description="learning rate (constant)")
+    budget: Literal["wall_time", "samples", "steps"] = Field(
+        default="wall_time",
+        description="wall_time: MLE for as long as the RL phase took (fair only where an MLE "
+        "step and a GRPO step cost alike: on an H200 the smoke control took 1,500 MLE steps in "
+        "the time of 3 GRPO steps); samples: as many MLE sequences as GRPO trained "
+        "(mle.batch_size a step); steps: as many MLE optimizer steps as GRPO took",
+    )
 
 
 class SamplingChoice(_Section):

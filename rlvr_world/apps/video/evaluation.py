@@ -179,9 +179,11 @@ def headlines(
     *,
     seeds: Sequence[int],
     perceptual: str,
+    budget: str = "wall_time",
 ) -> tuple[dict[str, Any], dict[str, dict[str, Any]]]:
     """``(headline, terms)`` from the per-clip scores: ``start`` (the MLE report, with
-    baselines), one report per seed of the control and of RLVR. The headline's metric is the
+    baselines), one report per seed of the control and of RLVR; ``budget``: the control's
+    (``baseline.budget``). The headline's metric is the
     evaluation reward ``-(L1 + perceptual)``; ``terms`` has one headline per metric in
     ``(perceptual, *TERMS)``."""
     if len(control) != len(seeds) or len(rlvr) != len(seeds):
@@ -205,7 +207,7 @@ def headlines(
             scores,
             higher_is_better=higher,
             baselines={"copy_last_frame": float(copy.mean()), **pixels},
-            control_budget="wall_time",
+            control_budget=budget,
         ).to_dict()
         # the issue's headline names the trivial baseline at the top level too
         head["copy_last_frame"] = head["baselines"]["copy_last_frame"]

@@ -17,8 +17,9 @@ Order (each phase logged to ``pipeline_log.jsonl`` with its seconds):
    MLE weights; the orchestrator samples ``group_size`` next frames per train clip restricted to
    the visual ids, decodes them, scores ``-(sum weight * loss)`` against the true frame and
    pushes the groups; evaluated on the same held-out clips (``eval/rlvr``);
-5. **baseline**: continue MLE from ``model/mle`` for the wall time the RLVR phase took (same
-   machine, nothing else running), evaluated the same way (``eval/mle_continued``);
+5. **baseline**: continue MLE from ``model/mle`` for the RLVR phase's budget (``baseline.budget``:
+   its wall time, on the same machine with nothing else running, its trained sequences or its
+   optimizer steps), evaluated the same way (``eval/mle_continued``);
    phases 4 and 5 run once per seed (``run.seeds``: seeds ``run.seed``, ``run.seed + 1``, ...,
    each in ``seed<n>/`` when there are several), all from the same MLE model;
 6. **report**: ``report.md``, ``summary.json`` (with ``headline``: the reward of RLVR and of
@@ -62,7 +63,7 @@ from rlvr_world.apps.video import evaluation
 from rlvr_world.apps.video import rl as rl_phase
 from rlvr_world.apps.video import setup as setup_phase
 from rlvr_world.apps.video.config import SamplingChoice, VideoPipelineConfig, placed
-from rlvr_world.apps.video.control import continue_mle
+from rlvr_world.apps.video.control import continue_mle, control_budget
 from rlvr_world.apps.video.episodes import run_episodes, split_data, spread
 from rlvr_world.apps.video.report import write_run_report
 from rlvr_world.apps.video.setup import VideoSetup, encode
@@ -337,13 +338,14 @@ class VideoRun:
     # ------------------------------------------------------------ 5. baseline
 
     def baseline(self, s: VideoSetup, mle_dir: Path, seconds: float, seed: int) -> Path:
-        """The control of ``seed``: MLE continued from ``mle_dir`` for ``seconds``."""
+        """The control of ``seed``: MLE from ``mle_dir`` for the RL phase's budget (``control``)."""
         out_dir = self.seed_dir(seed)
+        budget = control_budget(self.cfg, out_dir / "trainer" / "train_log.jsonl", seconds)
         path, result, device = continue_mle(
-            self.cfg, s, mle_dir, seconds=seconds, seed=seed, out_dir=out_dir
+            self.cfg, s, mle_dir, budget=budget, seed=seed, out_dir=out_dir
         )
         self.summary["devices"]["baseline"] = {"device": device, "precision": "fp32"}
-        fields = {"seed": seed, "budget_s": seconds, **result.summary()}
+        fields = {"seed": seed, **budget, **result.summary()}
         self.summary.setdefault("baseline", {"by_seed": {}})["by_seed"][str(seed)] = fields
         self._phase("baseline", result.seconds, fields)
         return path
@@ -473,6 +475,7 @@ class VideoRun:
                 runs["rlvr"],
                 seeds=self.seeds,
                 perceptual=s.perceptual.metric,
+                budget=c.baseline.budget,
             )
             self.summary["headline"], self.summary["headline_terms"] = head, terms
         self.summary["eval"] = {k: _without_clips(v) for k, v in evals.items()}

@@ -71,6 +71,7 @@ class _VideoRun:
         if not isinstance(head, dict):
             raise PoolError(f"{run_dir}: summary.json has no headline (a run that did not finish)")
         self.metric = str(head.get("metric"))
+        self.budget = str(head.get("control_budget") or "wall_time")
         try:
             self.rl_seeds = [int(s) for s in head.get("seeds", [])]
             self.seed = int((config.get("run") or {}).get("seed", 0))
@@ -156,7 +157,7 @@ def pool_video_runs(run_dirs: Sequence[Path]) -> dict[str, Any]:
             },
             higher_is_better=higher[key],
             baselines={"copy_last_frame": copy},
-            control_budget="wall_time",
+            control_budget=runs[0].budget,
         )
         return head, {**head.to_dict(), "copy_last_frame": copy}
 

@@ -100,6 +100,15 @@ def predicted_frames(
     return anchored
 
 
+def _control_budget(control: dict[str, Any]) -> str:
+    """What the control of one seed got (``control.control_budget``)."""
+    kind = control.get("kind", "wall_time")
+    if kind == "wall_time":
+        return f"the same {control.get('budget_s', 0.0):.0f} s"
+    what = "steps" if kind == "steps" else f"{control.get('trained_sequences', 0)} sequences"
+    return f"{control.get('max_steps', 0)} steps for GRPO's {what} ({kind})"
+
+
 def write_run_report(
     cfg: VideoPipelineConfig,
     run_dir: Path,
@@ -341,8 +350,7 @@ def write_video_report(run_dir: Path, summary: Mapping[str, Any], extras: Sequen
         lines.append(
             f"- RLVR seed {seed}: {rl['seconds']:.0f} s, {rl['pushed']} groups pushed, "
             f"{rl['failed']} failed, {rl['samples_per_s']:.2f} samples/s, reward weights "
-            f"{rl['weights']}; continued MLE got the same "
-            f"{controls.get(seed, {}).get('budget_s', 0.0):.0f} s"
+            f"{rl['weights']}; continued MLE: {_control_budget(controls.get(seed, {}))}"
         )
     lines += headline_lines(summary)
     if evals:
