@@ -3,12 +3,13 @@
 The package is built from a copy of the sources (``pyproject.toml``, ``README.md`` and the three
 packages) in a temporary folder, so the build leaves nothing in the working tree, and installed
 with pip's default build isolation from PyPI (or pip's cache). On this 2-core machine the install
-took about 25 s (warm cache); the whole test well under a minute, under 3 minutes with a cold
-cache. Then, from that environment's own python, with a real reward service on loopback:
-``torch`` (and transformers) cannot be imported; ``rlvr_world.client`` scores over gRPC; the TRL and
-verl adapters import and score (TRL and verl themselves are not installed: the adapters need
-neither); ``httpx`` reaches the HTTP gateway. Each answer equals the in-process core's.
-PyPI unreachable (no network) skips the test with pip's message; any other pip failure fails it.
+took about 25 s and the whole module 39 s, with pip's cache warm (a cold cache also downloads
+numpy, scipy, grpcio and the other base wheels). Then, from that environment's own python, with
+a real reward service on loopback: ``torch`` (and transformers) cannot be imported;
+``rlvr_world.client`` scores over gRPC; the TRL and verl adapters import and score (TRL and verl
+themselves are not installed: the adapters need neither); ``httpx`` reaches the HTTP gateway.
+Each answer equals the in-process core's. PyPI unreachable (no network) skips the test with
+pip's message; any other pip failure fails it.
 """
 
 from __future__ import annotations
