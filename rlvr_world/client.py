@@ -38,6 +38,7 @@ from rlvr_world.rewards.dispatch import task_of
 from rlvr_world.rewards.types import InvalidInput, RewardResult, Status, failed
 from rlvr_world.scaffold.client_auth import ClientAuth
 from rlvr_world.v1 import common_pb2, reward_pb2, reward_pb2_grpc
+from rlvr_world.wire.codec import STATUS_FROM_PROTO, TASK_TO_PROTO, encode_tensor
 
 RETRYABLE = (
     grpc.StatusCode.UNAVAILABLE,
@@ -45,14 +46,6 @@ RETRYABLE = (
     grpc.StatusCode.CANCELLED,
 )
 TOKEN_ENV = "RLVR_REWARD_API_TOKEN"
-_STATUS = {
-    common_pb2.REWARD_STATUS_OK: Status.OK,
-    common_pb2.REWARD_STATUS_UNPARSEABLE: Status.UNPARSEABLE,
-    common_pb2.REWARD_STATUS_INVALID_INPUT: Status.INVALID_INPUT,
-    common_pb2.REWARD_STATUS_TIMEOUT: Status.TIMEOUT,
-    common_pb2.REWARD_STATUS_ERROR: Status.ERROR,
-}
-_TASKS = {"text_game": common_pb2.TASK_TEXT_GAME, "web": common_pb2.TASK_WEB}
 
 
 class RewardServiceUnavailable(ConnectionError):
@@ -137,7 +130,7 @@ def verl_request(row: Mapping[str, Any], request_id: str = "") -> reward_pb2.Sco
         extra_json = json.dumps(extra, default=json_default)
     return reward_pb2.ScoreRequest(
         request_id=request_id,
-        task=_TASKS[task],
+        task=TASK_TO_PROTO[task],
         text=row["solution_str"],
         ground_truth=row["ground_truth"],
         extra_info_json=extra_json,
@@ -145,12 +138,6 @@ def verl_request(row: Mapping[str, Any], request_id: str = "") -> reward_pb2.Sco
             variant=str(row.get("variant") or ""), reward_type=str(row.get("reward_type") or "")
         ),
     )
-
-
-def _tensor(arr: np.ndarray) -> common_pb2.Tensor:
-    a = np.ascontiguousarray(arr)
-    a = a.astype(a.dtype.newbyteorder("<"), copy=False)
-    return common_pb2.Tensor(data=a.tobytes(), shape=list(a.shape), dtype=a.dtype.name)
 
 
 def frames_request(  # noqa: PLR0913 (the frames, then one keyword per VideoOptions field)
@@ -170,8 +157,8 @@ def frames_request(  # noqa: PLR0913 (the frames, then one keyword per VideoOpti
     req = reward_pb2.ScoreRequest(
         request_id=request_id,
         task=common_pb2.TASK_VIDEO,
-        frames=_tensor(pred),
-        target_frames=_tensor(target),
+        frames=encode_tensor(pred),
+        target_frames=encode_tensor(target),
         options=reward_pb2.ScoreOptions(
             video=reward_pb2.VideoOptions(
                 weights=dict(weights or {}),
@@ -183,14 +170,14 @@ def frames_request(  # noqa: PLR0913 (the frames, then one keyword per VideoOpti
         ),
     )
     if previous_frame is not None:
-        req.previous_frame.CopyFrom(_tensor(previous_frame))
+        req.previous_frame.CopyFrom(encode_tensor(previous_frame))
     return req
 
 
 def to_result(resp: reward_pb2.ScoreResponse) -> RewardResult:
     return RewardResult(
         reward=resp.reward,
-        status=_STATUS.get(resp.status, Status.ERROR),
+        status=STATUS_FROM_PROTO.get(resp.status, Status.ERROR),
         metrics=dict(resp.metrics),
         message=resp.message,
         patch_rewards=tuple(resp.patch_rewards),

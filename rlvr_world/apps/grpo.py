@@ -37,7 +37,6 @@ from typing import Any
 from prometheus_client import CollectorRegistry
 from pydantic import BaseModel, ConfigDict, Field
 
-from rlvr_world.apps.orchestrator.clients import ServiceClients
 from rlvr_world.apps.orchestrator.config import OrchestratorConfig
 from rlvr_world.apps.orchestrator.ledger import Ledger
 from rlvr_world.apps.orchestrator.metrics import OrchestratorMetrics
@@ -47,6 +46,7 @@ from rlvr_world.apps.supervisor import POLL_S, ProcessFailed, ProcessSpec, Super
 from rlvr_world.items import PromptItem
 from rlvr_world.queue.server import RedisHandle
 from rlvr_world.queue.stream import Producer, QueueMetrics, StreamNames
+from rlvr_world.wire.services import ServiceClients
 
 #: Where the trainer publishes its latest ``(version, path)`` (``trainer.config.QueueConfig``).
 WEIGHTS_KEY = "rlvr:weights:latest"

@@ -21,7 +21,8 @@ from typing import Any
 import grpc
 
 from rlvr_world.scaffold.grpc_server import GrpcEndpoint, build_grpc
-from rlvr_world.v1 import common_pb2, decoder_pb2, decoder_pb2_grpc
+from rlvr_world.v1 import decoder_pb2, decoder_pb2_grpc
+from rlvr_world.wire.codec import encode_tensor
 from services.decoder.frames import FrameDecoder
 from services.decoder.settings import DecoderSettings
 from services.decoder.text import InvalidDecodeRequest, TextDecoder
@@ -96,10 +97,9 @@ class DecoderServicer(decoder_pb2_grpc.DecoderServiceServicer):
             )
         except InvalidDecodeRequest as exc:
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc))
-        tensor = common_pb2.Tensor(
-            data=frames.tobytes(), shape=list(frames.shape), dtype=str(frames.dtype)
+        return decoder_pb2.DecodeFramesResponse(
+            request_id=request.request_id, frames=encode_tensor(frames)
         )
-        return decoder_pb2.DecodeFramesResponse(request_id=request.request_id, frames=tensor)
 
     async def Info(  # noqa: N802 (gRPC method name)
         self, request: decoder_pb2.DecoderInfoRequest, context: grpc.aio.ServicerContext

@@ -17,7 +17,6 @@ and int64 become uint8). NaN or infinity is rejected.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
@@ -31,25 +30,13 @@ from rlvr_world.rewards.types import InvalidInput, RewardResult, Status
 from rlvr_world.rewards.video import VideoRewardConfig
 from rlvr_world.shapes import FRAME_NDIM, FRAMES_NDIM, GREY_CHANNELS, RGB_CHANNELS
 from rlvr_world.v1 import common_pb2, reward_pb2
+from rlvr_world.wire import codec
+from rlvr_world.wire.codec import (
+    STATUS_FROM_PROTO,
+    STATUS_TO_PROTO,
+    TASK_FROM_PROTO,
+)
 
-TASKS: tuple[str, ...] = ("text_game", "web", "video")
-TASK_FROM_PROTO: dict[int, str] = {
-    common_pb2.TASK_TEXT_GAME: "text_game",
-    common_pb2.TASK_WEB: "web",
-    common_pb2.TASK_VIDEO: "video",
-}
-TASK_TO_PROTO: dict[str, int] = {v: k for k, v in TASK_FROM_PROTO.items()}
-STATUS_TO_PROTO: dict[Status, int] = {
-    Status.OK: common_pb2.REWARD_STATUS_OK,
-    Status.UNPARSEABLE: common_pb2.REWARD_STATUS_UNPARSEABLE,
-    Status.INVALID_INPUT: common_pb2.REWARD_STATUS_INVALID_INPUT,
-    Status.TIMEOUT: common_pb2.REWARD_STATUS_TIMEOUT,
-    Status.ERROR: common_pb2.REWARD_STATUS_ERROR,
-}
-STATUS_FROM_PROTO: dict[int, Status] = {v: k for k, v in STATUS_TO_PROTO.items()}
-DTYPES: tuple[str, ...] = ("uint8", "float16", "float32", "float64", "int32", "int64")
-#: Largest tensor accepted, in elements (the payload limit usually bites first).
-MAX_ELEMENTS = 1 << 31
 #: Floats narrower than float32 (float16) are widened to it before scoring.
 _FLOAT32_BYTES = np.dtype(np.float32).itemsize
 
@@ -145,24 +132,11 @@ Job = TextJob | RawTextJob | VideoJob
 
 
 def decode_tensor(data: bytes, shape: list[int], dtype: str, name: str) -> np.ndarray:
-    """Bytes + shape + dtype -> checked array; ``InvalidInput`` naming ``name``."""
-    if dtype not in DTYPES:
-        raise InvalidInput(f"{name}.dtype: unsupported {dtype!r}; expected one of {DTYPES}")
+    """Bytes + shape + dtype -> checked frames (``wire.codec.decode_tensor``, then
+    ``to_unit_float``); ``InvalidInput`` naming ``name``."""
     if not shape:
         raise InvalidInput(f"{name}.shape: missing; expected (T, H, W, C) or (H, W, C)")
-    if any(d <= 0 for d in shape):
-        raise InvalidInput(f"{name}.shape: every dimension must be positive, got {tuple(shape)}")
-    count = math.prod(shape)
-    if count > MAX_ELEMENTS:
-        raise InvalidInput(f"{name}.shape: {tuple(shape)} has too many elements ({count})")
-    np_dtype = np.dtype(dtype).newbyteorder("<")
-    need = count * np_dtype.itemsize
-    if len(data) != need:
-        raise InvalidInput(
-            f"{name}.data: {len(data)} bytes, but shape {tuple(shape)} of {dtype} needs {need}"
-        )
-    arr = np.frombuffer(data, dtype=np_dtype).reshape(shape)
-    return to_unit_float(arr, name)
+    return to_unit_float(codec.decode_tensor(data, shape, dtype, name), name)
 
 
 def to_unit_float(arr: np.ndarray, name: str) -> np.ndarray:
@@ -324,7 +298,7 @@ def result_to_proto(request_id: str, result: RewardResult) -> reward_pb2.ScoreRe
     return reward_pb2.ScoreResponse(
         request_id=request_id,
         reward=result.reward,
-        status=STATUS_TO_PROTO[result.status],  # type: ignore[arg-type]
+        status=STATUS_TO_PROTO[result.status],
         metrics=result.metrics,  # upb converts each value as float() does
         message=result.message,
         patch_rewards=result.patch_rewards,
@@ -340,10 +314,3 @@ def result_from_proto(resp: reward_pb2.ScoreResponse) -> RewardResult:
         message=resp.message,
         patch_rewards=tuple(resp.patch_rewards),
     )
-
-
-def encode_tensor(arr: np.ndarray) -> common_pb2.Tensor:
-    """numpy -> proto Tensor (little-endian, C order)."""
-    a = np.ascontiguousarray(arr)
-    a = a.astype(a.dtype.newbyteorder("<"), copy=False)
-    return common_pb2.Tensor(data=a.tobytes(), shape=list(a.shape), dtype=a.dtype.name)

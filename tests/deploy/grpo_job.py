@@ -73,12 +73,12 @@ async def _orchestrate(steps: int, ledger_path: Path, timeout_s: float) -> dict[
     from prometheus_client import CollectorRegistry
 
     from rlvr_world.apps.grpo import requests_forever
-    from rlvr_world.apps.orchestrator.clients import ServiceClients
     from rlvr_world.apps.orchestrator.config import OrchestratorConfig
     from rlvr_world.apps.orchestrator.ledger import Ledger
     from rlvr_world.apps.orchestrator.metrics import OrchestratorMetrics
     from rlvr_world.apps.orchestrator.worker import Orchestrator
     from rlvr_world.queue.stream import Producer, QueueMetrics, StreamNames
+    from rlvr_world.wire.services import ServiceClients
 
     train, _ = kitchen_items()
     client = redis.Redis.from_url("redis://redis:6379/0")

@@ -192,11 +192,11 @@ def test_client_inserts_reach_the_trainer_as_a_loss_mask(svc: ServiceThread) -> 
     """Orchestrator client -> rollout service -> wire sample -> GRPO batch -> response mask."""
     import asyncio
 
-    from rlvr_world.apps.orchestrator.clients import Sampling, ServiceClients
     from rlvr_world.apps.orchestrator.worker import to_sample
     from rlvr_world.grpo.groups import prepare_groups
     from rlvr_world.queue.schema import ScoredGroup, group_from_fields
     from rlvr_world.rewards.types import RewardResult, Status
+    from rlvr_world.wire.services import Sampling, ServiceClients
     from trainer.model import pack
 
     async def generate() -> Any:

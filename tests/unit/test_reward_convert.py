@@ -11,6 +11,7 @@ from rlvr_world.client import RetryPolicy, split_addresses, verl_request
 from rlvr_world.rewards.dispatch import score_mapping
 from rlvr_world.rewards.types import InvalidInput, RewardResult, Status
 from rlvr_world.v1 import common_pb2, reward_pb2
+from rlvr_world.wire import codec
 from services.reward import convert
 from services.reward.engine import chunks, score_text_chunk, text_row
 from services.reward.settings import RewardSettings
@@ -18,7 +19,7 @@ from services.reward.settings import RewardSettings
 
 def test_decode_tensor_round_trip_and_unit_range() -> None:
     arr = np.arange(24, dtype=np.float32).reshape(1, 2, 4, 3) / 23
-    t = convert.encode_tensor(arr)
+    t = codec.encode_tensor(arr)
     out = convert.decode_tensor(t.data, list(t.shape), t.dtype, "frames")
     assert out.dtype == np.float32
     np.testing.assert_array_equal(out, arr)
@@ -66,7 +67,7 @@ def test_job_from_proto_text_and_status_mapping() -> None:
 
 
 def test_video_options_errors_name_the_proto_field() -> None:
-    frames = convert.encode_tensor(np.zeros((1, 4, 4, 3), np.uint8))
+    frames = codec.encode_tensor(np.zeros((1, 4, 4, 3), np.uint8))
     req = reward_pb2.ScoreRequest(
         task=common_pb2.TASK_VIDEO, frames=frames, target_frames=frames,
         options=reward_pb2.ScoreOptions(video=reward_pb2.VideoOptions(aggregation="median")),

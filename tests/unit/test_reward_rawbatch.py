@@ -12,6 +12,7 @@ from rlvr_world.client import verl_request
 from rlvr_world.rewards.dispatch import score_mapping
 from rlvr_world.rewards.types import InvalidInput
 from rlvr_world.v1 import common_pb2, reward_pb2
+from rlvr_world.wire import codec
 from services.reward import convert, rawbatch
 
 DIFF = "New items:\n[214] link 'View order'\n\nDeleted items:\n[88] button 'Place Order'"
@@ -109,7 +110,7 @@ def test_scoring_process_encodes_what_the_core_scores() -> None:
 
 
 def test_scoring_process_leaves_video_and_stops_at_the_first_invalid() -> None:
-    frames = convert.encode_tensor(np.zeros((1, 4, 4, 3), np.uint8))
+    frames = codec.encode_tensor(np.zeros((1, 4, 4, 3), np.uint8))
     video = reward_pb2.ScoreRequest(
         request_id="v", task=common_pb2.TASK_VIDEO, frames=frames, target_frames=frames
     )
@@ -153,7 +154,7 @@ def test_unjoined_chunk_answers_one_entry_per_request() -> None:
 
 
 def test_peek_task_reads_the_task_as_serializers_write_it() -> None:
-    frames = convert.encode_tensor(np.zeros((1, 4, 4, 3), np.uint8))
+    frames = codec.encode_tensor(np.zeros((1, 4, 4, 3), np.uint8))
     video = reward_pb2.ScoreRequest(task=common_pb2.TASK_VIDEO, frames=frames, target_frames=frames)
     cases = [
         (

@@ -9,8 +9,8 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from rlvr_world.apps.orchestrator.clients import Sampling
 from rlvr_world.apps.orchestrator.retry import Backoff
+from rlvr_world.wire.services import Sampling
 
 #: Rows or columns of a video frame's token grid.
 PatchCount = Annotated[int, Field(ge=1, le=1024)]

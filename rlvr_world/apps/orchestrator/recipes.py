@@ -29,12 +29,12 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
-from rlvr_world.apps.orchestrator.clients import Sampling, ServiceClients
 from rlvr_world.apps.orchestrator.config import OrchestratorConfig
 from rlvr_world.items import PromptItem, VideoPayload, video_anchor, video_payload
 from rlvr_world.rewards.types import InvalidInput, RewardResult
 from rlvr_world.video.anchor import anchor_samples
 from rlvr_world.video.layout import generated_frames
+from rlvr_world.wire.services import Sampling, ServiceClients
 
 #: ``stage(name, call)``: run one service call with the worker's retries, timing and ledger.
 Stage = Callable[[str, Callable[[], Awaitable[Any]]], Awaitable[Any]]

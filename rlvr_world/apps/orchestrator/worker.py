@@ -44,7 +44,6 @@ from typing import Any
 import redis
 from tqdm import tqdm  # type: ignore[import-untyped]
 
-from rlvr_world.apps.orchestrator.clients import ServiceClients
 from rlvr_world.apps.orchestrator.config import OrchestratorConfig
 from rlvr_world.apps.orchestrator.ledger import Ledger
 from rlvr_world.apps.orchestrator.metrics import OrchestratorMetrics
@@ -55,6 +54,7 @@ from rlvr_world.items import PromptItem
 from rlvr_world.queue.schema import ScoredGroup, ScoredSample
 from rlvr_world.queue.stream import Producer, QueueFull
 from rlvr_world.rewards.types import InvalidInput, RewardResult, Status
+from rlvr_world.wire.services import ServiceClients
 
 logger = logging.getLogger(__name__)
 

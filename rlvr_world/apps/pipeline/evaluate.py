@@ -15,11 +15,11 @@ import logging
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from rlvr_world.apps.orchestrator.clients import Sampling, ServiceClients
 from rlvr_world.apps.orchestrator.retry import Backoff, RetriesExhausted, retry_async
 from rlvr_world.apps.orchestrator.worker import classify
 from rlvr_world.items import PromptItem
 from rlvr_world.rewards.types import RewardResult
+from rlvr_world.wire.services import Sampling, ServiceClients
 
 logger = logging.getLogger(__name__)
 

@@ -61,7 +61,6 @@ from rlvr_world.apps.grpo import (
     trainer_config,
 )
 from rlvr_world.apps.memory import PeakRss
-from rlvr_world.apps.orchestrator.clients import ServiceClients
 from rlvr_world.apps.orchestrator.worker import RunStats
 from rlvr_world.apps.pipeline.config import PipelineConfig
 from rlvr_world.apps.pipeline.data import build_run_items
@@ -82,6 +81,7 @@ from rlvr_world.items import PromptItem, save_items
 from rlvr_world.queue.server import RedisHandle, start_embedded
 from rlvr_world.runlog import JsonlLog
 from rlvr_world.scaffold.client_auth import ensure_local_token
+from rlvr_world.wire.services import ServiceClients
 
 logger = logging.getLogger(__name__)
 

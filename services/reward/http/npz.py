@@ -24,6 +24,7 @@ from pydantic import ValidationError
 from rlvr_world.bounded_json import loads_bounded
 from rlvr_world.rewards.dispatch import describe_validation_error
 from rlvr_world.rewards.types import InvalidInput
+from rlvr_world.wire import codec
 from services.reward import convert
 from services.reward.convert import Job, VideoSpec
 from services.reward.http.protocol import OptionsIn, ScoreRequestIn
@@ -103,10 +104,8 @@ def _meta(arr: np.ndarray | None) -> ScoreRequestIn:
 def _frames(arr: np.ndarray | None, name: str) -> np.ndarray | None:
     if arr is None:
         return None
-    if arr.dtype.name not in convert.DTYPES:
-        raise InvalidInput(
-            f"{name}.dtype: unsupported {arr.dtype.name!r}; expected {convert.DTYPES}"
-        )
+    if arr.dtype.name not in codec.DTYPES:
+        raise InvalidInput(f"{name}.dtype: unsupported {arr.dtype.name!r}; expected {codec.DTYPES}")
     return convert.to_unit_float(arr, name)
 
 

@@ -1,4 +1,5 @@
-"""Async clients of the three services the orchestrator calls, one object per run.
+"""Typed async clients of the three services, one object per run (the orchestrator, the
+held-out evaluations and the tests use it).
 
 * rollout (``RolloutService.Generate``): n samples of a prompt with token ids, behaviour log-probs
   and the policy version that produced them;
@@ -25,6 +26,7 @@ from rlvr_world.client import AsyncRewardClient, RetryPolicy, frames_request, ve
 from rlvr_world.rewards.types import RewardResult
 from rlvr_world.scaffold.client_auth import ClientAuth
 from rlvr_world.v1 import decoder_pb2, decoder_pb2_grpc, rollout_pb2, rollout_pb2_grpc
+from rlvr_world.wire.codec import tensor_array
 
 
 @dataclass(frozen=True)
@@ -148,10 +150,7 @@ class ServiceClients:
             token_ids=flat, num_frames=len(token_ids), context_token_ids=[int(t) for t in context]
         )
         resp = await self._decoder.DecodeFrames(req, timeout=self.timeout_s)
-        t = resp.frames
-        return np.frombuffer(t.data, dtype=np.dtype(t.dtype).newbyteorder("<")).reshape(
-            tuple(t.shape)
-        )
+        return tensor_array(resp.frames, "frames")
 
     async def score_frames(
         self,
