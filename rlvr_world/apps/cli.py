@@ -9,6 +9,7 @@ Subcommands:
   serve decoder  run the token decoding service
   train          run the GRPO trainer fed by the Redis Stream
   collect web    record MiniWoB++ transitions in headless Chromium (resumable)
+  video train-idm  train a PushT inverse-dynamics model (the idm reward) and report its ceiling
   healthcheck    probe a service's gRPC health or HTTP readiness (container healthchecks)
   model          prepare model folders: import-gguf writes a GGUF file as a Hugging Face folder
 """
@@ -26,6 +27,7 @@ from rlvr_world.apps.collect.cli import add_collect_parser
 from rlvr_world.apps.healthcheck import add_healthcheck_parser
 from rlvr_world.apps.model import add_model_parser
 from rlvr_world.apps.pipeline.cli import add_pool_parser, add_run_parser
+from rlvr_world.apps.video.idm import add_video_parser
 from services.decoder.cli import add_serve_decoder_parser
 from services.reward.cli import add_serve_reward_parser
 from services.rollout.cli import add_serve_rollout_parser
@@ -45,6 +47,7 @@ _SUBCOMMANDS: tuple[Callable[[Any], argparse.ArgumentParser], ...] = (
     add_run_parser,
     add_pool_parser,
     add_collect_parser,
+    add_video_parser,
     add_model_parser,
 )
 
