@@ -82,6 +82,7 @@ class IdmConfig(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     image_size: tuple[int, int] = Field(description="(height, width) of the frames it reads")
+    action_dims: int = Field(ge=1, le=MAX_ACTION_DIMS, description="action axes it reads")
     action_ranges: tuple[tuple[float, float], ...] = Field(
         min_length=1,
         max_length=MAX_ACTION_DIMS,
@@ -112,11 +113,12 @@ class IdmConfig(BaseModel):
         if any(not 1 <= c <= 1024 for c in self.channels):  # noqa: PLR2004 (a sane width)
             raise ValueError(f"channels: each must lie in [1, 1024], got {self.channels}")
         check_ranges(self.action_ranges)
+        if len(self.action_ranges) != self.action_dims:
+            raise ValueError(
+                f"action_ranges: {len(self.action_ranges)} (low, high) pairs for action_dims "
+                f"{self.action_dims}"
+            )
         return self
-
-    @property
-    def action_dims(self) -> int:
-        return len(self.action_ranges)
 
     def reward_config(self) -> ActionRewardConfig:
         """The action reward's config in this IDM's action space and tolerance."""

@@ -29,6 +29,7 @@ def pusht_config(**overrides: object) -> IdmConfig:
     """configs/video/pusht_skip.yaml's action space at a small size."""
     values: dict[str, object] = {
         "image_size": (32, 32),
+        "action_dims": 2,
         "action_ranges": ((-128.0, 128.0), (-128.0, 128.0)),
         "action_form": "agent_relative",
         "frame_skip": 4,
@@ -73,7 +74,7 @@ def test_save_and_load_give_the_same_model(idm: InverseDynamicsModel, tmp_path: 
     meta = json.loads((tmp_path / "idm" / "config.json").read_text())
     assert meta["kind"] == "inverse_dynamics" and meta["format_version"] == 1
     cfg = meta["config"]
-    assert cfg["image_size"] == [32, 32] and cfg["frame_skip"] == 4
+    assert cfg["image_size"] == [32, 32] and cfg["frame_skip"] == 4 and cfg["action_dims"] == 2
     assert cfg["action_form"] == "agent_relative" and cfg["source"] == "pusht"
     assert cfg["action_ranges"] == [[-128.0, 128.0], [-128.0, 128.0]]
     loaded = load_idm(tmp_path / "idm", device="cpu")
@@ -158,6 +159,7 @@ def test_weights_that_do_not_fit_the_config_raise(
 BAD_CONFIGS = [
     ({"image_size": (4, 32)}, r"sides must lie in \[8, 1024\]"),
     ({"action_ranges": ()}, "at least 1 item"),
+    ({"action_dims": 3}, r"2 \(low, high\) pairs for action_dims 3"),
     ({"action_ranges": ((1.0, 0.0),)}, "expected finite low < high"),
     ({"frame_skip": 0}, "greater than or equal to 1"),
     ({"action_form": "relative"}, "absolute"),
@@ -219,6 +221,7 @@ def _square_pairs(n: int, seed: int) -> tuple[np.ndarray, np.ndarray, np.ndarray
 def test_fit_learns_a_mapping_it_can_see() -> None:
     cfg = IdmConfig(
         image_size=(16, 16),
+        action_dims=2,
         action_ranges=((0.0, 12.0), (0.0, 12.0)),
         action_form="absolute",
         frame_skip=1,

@@ -240,6 +240,7 @@ def train_and_report(
     size = data.image_size
     config = IdmConfig(
         image_size=(size, size) if isinstance(size, int) else size,
+        action_dims=len(ranges),
         action_ranges=tuple((float(lo), float(hi)) for lo, hi in ranges),
         action_form=data.actions,
         frame_skip=k,
