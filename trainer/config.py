@@ -17,6 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from rlvr_world.devices import DeviceName, PrecisionName
 from rlvr_world.grpo.loss import AGG_MODES, KL_TYPES
+from rlvr_world.queue.weights import WEIGHTS_CHANNEL, WEIGHTS_KEY
 
 
 class _Section(BaseModel):
@@ -191,10 +192,10 @@ class QueueConfig(_Section):
         description="stop after this long without data (0: wait forever)",
     )
     weights_key: str = Field(
-        default="rlvr:weights:latest", description="key holding the latest weights"
+        default=WEIGHTS_KEY, min_length=1, description="key holding the latest weights message"
     )
     weights_channel: str = Field(
-        default="rlvr:weights", description="PUBLISH channel for new weights"
+        default=WEIGHTS_CHANNEL, min_length=1, description="PUBLISH channel for new weights"
     )
 
 

@@ -16,7 +16,6 @@ Does not generate or score samples (rollout workers do) and does no distributed 
 
 from __future__ import annotations
 
-import json
 import logging
 import time
 from collections.abc import Iterator
@@ -31,8 +30,9 @@ from rlvr_world.devices import device_line, resolve_device, resolve_precision
 from rlvr_world.grpo.diagnostics import group_diagnostics
 from rlvr_world.grpo.groups import prepare_groups, training_reward, zero_spread
 from rlvr_world.queue.schema import ScoredGroup
-from rlvr_world.queue.server import RedisHandle, connect
+from rlvr_world.queue.server import connect
 from rlvr_world.queue.stream import Consumer, QueueMetrics, StreamNames, count_stale
+from rlvr_world.queue.weights import publish_weights
 from rlvr_world.runlog import JsonlLog
 from trainer.checkpoint import (
     TrainerState,
@@ -50,13 +50,6 @@ from trainer.step import RefLogits, StepStats, train_step
 logger = logging.getLogger(__name__)
 
 LOG_FILE = "train_log.jsonl"
-
-
-def publish_weights(handle: RedisHandle, cfg: TrainerConfig, version: int, path: Path) -> None:
-    """Store the latest ``(version, path)`` and notify subscribers."""
-    message = json.dumps({"version": version, "path": str(path.resolve()), "time": time.time()})
-    handle.client.set(cfg.queue.weights_key, message)
-    handle.client.publish(cfg.queue.weights_channel, message)
 
 
 class Trainer:
@@ -307,7 +300,10 @@ class Trainer:
         self.consumer.ack(self.inflight)
         self.inflight = []
         self.last_ckpt_step = self.state.step
-        publish_weights(self.redis, self.cfg, self.state.step, path)
+        q = self.cfg.queue
+        publish_weights(
+            self.redis.client, self.state.step, path, key=q.weights_key, channel=q.weights_channel
+        )
         self.metrics.checkpoints.inc()
         self.log.write("checkpoint", step=self.state.step, path=str(path))
         return path

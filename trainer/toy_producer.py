@@ -2,7 +2,7 @@
 
 For tests, demos and benchmarks only. The reward is the fraction of response tokens that are
 even ids (a target a tiny model can learn). It follows the trainer's published weights
-(``rlvr:weights:latest``): when the version moves it reloads them and labels new groups with it.
+(``rlvr_world.queue.weights``): when the version moves it reloads them and labels new groups with it.
 Not the orchestrator: no gRPC services, no real task.
 
 ``python -m trainer.toy_producer --model DIR --groups 20 --ids-out pushed.txt``
@@ -11,7 +11,6 @@ Not the orchestrator: no gRPC services, no real task.
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 import time
 import uuid
@@ -24,6 +23,7 @@ from transformers import AutoModelForCausalLM, PreTrainedModel
 from rlvr_world.queue.schema import ScoredGroup, ScoredSample
 from rlvr_world.queue.server import connect
 from rlvr_world.queue.stream import Producer, QueueMetrics, StreamNames
+from rlvr_world.queue.weights import WEIGHTS_KEY, read_weights
 from rlvr_world.rewards.types import Status
 
 logger = logging.getLogger(__name__)
@@ -74,14 +74,6 @@ def make_group(
     )
 
 
-def _latest(client: object, key: str) -> tuple[int, str] | None:
-    raw = client.get(key)  # type: ignore[attr-defined]
-    if raw is None:
-        return None
-    data = json.loads(raw)
-    return int(data["version"]), str(data["path"])
-
-
 def run(args: argparse.Namespace) -> int:
     torch.set_num_threads(1)
     gen = torch.Generator().manual_seed(args.seed)
@@ -94,10 +86,10 @@ def run(args: argparse.Namespace) -> int:
     ids_out = Path(args.ids_out) if args.ids_out else None
     try:
         for i in range(args.groups):
-            latest = _latest(handle.client, args.weights_key)
-            if latest is not None and latest[0] != version:
-                version = latest[0]
-                model = AutoModelForCausalLM.from_pretrained(latest[1])
+            latest = read_weights(handle.client, args.weights_key)
+            if latest is not None and latest.version != version:
+                version = latest.version
+                model = AutoModelForCausalLM.from_pretrained(latest.path)
                 model.eval()  # type: ignore[no-untyped-call]
                 logger.info("producer reloaded weights version %d", version)
             group = make_group(model, version, args, i, gen)
@@ -127,7 +119,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--push-timeout", type=float, default=60.0)
     p.add_argument("--interval", type=float, default=0.0, help="seconds between groups")
     p.add_argument("--prefix", default="toy", help="group id prefix")
-    p.add_argument("--weights-key", default="rlvr:weights:latest")
+    p.add_argument("--weights-key", default=WEIGHTS_KEY)
     p.add_argument("--ids-out", default=None, help="append pushed group ids to this file")
     args = p.parse_args(argv)
     logging.basicConfig(level=logging.INFO)

@@ -46,10 +46,9 @@ from rlvr_world.apps.supervisor import POLL_S, ProcessFailed, ProcessSpec, Super
 from rlvr_world.items import PromptItem
 from rlvr_world.queue.server import RedisHandle
 from rlvr_world.queue.stream import Producer, QueueMetrics, StreamNames
+from rlvr_world.queue.weights import latest_version
 from rlvr_world.wire.services import ServiceClients
 
-#: Where the trainer publishes its latest ``(version, path)`` (``trainer.config.QueueConfig``).
-WEIGHTS_KEY = "rlvr:weights:latest"
 #: The supervised trainer process's name (the feed runs until it exits).
 TRAINER = "trainer"
 
@@ -199,12 +198,6 @@ def requests_forever(items: Sequence[PromptItem], seed: int) -> Iterator[tuple[s
             yield f"{item.prompt_id}@{epoch}", item
 
 
-def latest_version(handle: RedisHandle) -> int:
-    """The trainer's last published weights version (0 before the first)."""
-    raw = handle.client.get(WEIGHTS_KEY)
-    return int(json.loads(raw)["version"]) if raw else 0
-
-
 async def await_ready(sup: Supervisor, name: str, timeout_s: float) -> None:
     """Poll the launched process ``name`` until it is ready; if it exits first or is not ready
     within ``timeout_s``, stop it and raise ``ProcessFailed`` (with the tail of its log)."""
@@ -253,7 +246,7 @@ async def run_grpo(  # noqa: PLR0913 (settings, items, and the live supervisor, 
             producer=producer,
             ledger=ledger,
             metrics=OrchestratorMetrics(registry),
-            latest_version=lambda: latest_version(redis),
+            latest_version=lambda: latest_version(redis.client),
             progress=progress,
         )
         try:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from rlvr_world.queue.weights import WEIGHTS_CHANNEL, WEIGHTS_KEY
 from rlvr_world.scaffold.cli import Option, ServiceCommand
 
 #: command-line option -> settings field (the common ones come from the scaffold)
@@ -28,8 +29,8 @@ _OPTIONS: tuple[Option, ...] = (
     ("--initial-version", "initial_version", int, "version of the start weights (default 0)"),
     ("--weights-root", "weights_roots", list, "the only folder weights load from (repeatable)"),
     ("--redis-url", "redis_url", str, "follow the trainer's weights in this Redis"),
-    ("--weights-key", "weights_key", str, "key of the latest weights (rlvr:weights:latest)"),
-    ("--weights-channel", "weights_channel", str, "channel of new weights (rlvr:weights)"),
+    ("--weights-key", "weights_key", str, f"key of the latest weights ({WEIGHTS_KEY})"),
+    ("--weights-channel", "weights_channel", str, f"channel of new weights ({WEIGHTS_CHANNEL})"),
     ("--torch-threads", "torch_threads", int, "torch intra-op threads (default 1)"),
 )
 

@@ -16,6 +16,7 @@ from pydantic import Field, field_validator
 from pydantic_settings import NoDecode, SettingsConfigDict
 
 from rlvr_world.devices import DeviceName
+from rlvr_world.queue.weights import WEIGHTS_CHANNEL, WEIGHTS_KEY
 from rlvr_world.scaffold.settings import ServiceSettings
 
 
@@ -84,8 +85,12 @@ class RolloutSettings(ServiceSettings):
     redis_url: str | None = Field(
         default=None, description="follow the trainer's weights in this Redis (unset: no watcher)"
     )
-    weights_key: str = Field(default="rlvr:weights:latest", description="key of the latest weights")
-    weights_channel: str = Field(default="rlvr:weights", description="PUBLISH channel of weights")
+    weights_key: str = Field(
+        default=WEIGHTS_KEY, min_length=1, description="key of the latest weights message"
+    )
+    weights_channel: str = Field(
+        default=WEIGHTS_CHANNEL, min_length=1, description="PUBLISH channel of weights"
+    )
     watch_poll_s: float = Field(
         default=2.0, gt=0, le=3600, description="watcher also re-reads the key this often"
     )

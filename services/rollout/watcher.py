@@ -1,7 +1,7 @@
 """Follow the trainer's published weights in Redis and reload the engine when the version moves.
 
-The trainer (``trainer/loop.py:publish_weights``) SETs ``rlvr:weights:latest`` and PUBLISHes the
-same JSON ``{"version": int, "path": str, "time": float}`` on ``rlvr:weights``. The watcher reads
+The trainer SETs the weights message (``rlvr_world.queue.weights``: ``{"version", "path",
+"time"}``) under the weights key and PUBLISHes it on the weights channel. The watcher reads
 the key at start, then waits for messages on the channel and re-reads the key every ``poll_s``
 (a message missed while disconnected is caught by the next read). It reloads when the published
 version differs from the last one it handled and from the one served. A failed load is logged and
@@ -12,42 +12,19 @@ is logged and retried with backoff; it never stops the server.
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
 
 import redis.asyncio as aioredis
 from redis.exceptions import RedisError
 
+from rlvr_world.queue.weights import WeightsMessage, parse_weights
+
 log = logging.getLogger(__name__)
-#: A trainer message is a short JSON object; anything longer is not one.
-MAX_MESSAGE_BYTES = 64 * 1024
 
 
 class PublishedUnknown(Exception):
     """The key holding the trainer's latest version could not be read (Redis down)."""
-
-
-@dataclass(frozen=True)
-class Published:
-    version: int
-    path: str
-
-
-def parse_published(raw: bytes | str | None) -> Published | None:
-    """The ``(version, path)`` of a trainer message, or None if it is not one (logged)."""
-    if raw is None:
-        return None
-    if len(raw) > MAX_MESSAGE_BYTES:
-        log.warning("ignoring a weights message of %d bytes (over %d)", len(raw), MAX_MESSAGE_BYTES)
-        return None
-    try:
-        data = json.loads(raw)
-        return Published(version=int(data["version"]), path=str(data["path"]))
-    except (ValueError, TypeError, KeyError, RecursionError, OverflowError) as exc:
-        log.warning("ignoring malformed weights message %r: %s", raw[:200], type(exc).__name__)
-        return None
 
 
 class WeightsWatcher:
@@ -85,14 +62,14 @@ class WeightsWatcher:
         ``PublishedUnknown`` when Redis cannot be read."""
         client = aioredis.from_url(self.url)
         try:
-            pub = parse_published(await client.get(self.key))
+            pub = parse_weights(await client.get(self.key))
         except (RedisError, OSError) as exc:
             raise PublishedUnknown(f"redis: {type(exc).__name__}") from None
         finally:
             await client.aclose()
         return -1 if pub is None else pub.version
 
-    async def _consider(self, pub: Published | None) -> None:
+    async def _consider(self, pub: WeightsMessage | None) -> None:
         if pub is None or pub.version == self._handled:
             return
         self._handled = pub.version
@@ -117,14 +94,14 @@ class WeightsWatcher:
         pubsub = client.pubsub()
         try:
             await pubsub.subscribe(self.channel)
-            await self._consider(parse_published(await client.get(self.key)))
+            await self._consider(parse_weights(await client.get(self.key)))
             log.info("following weights on %s (key %s)", self.channel, self.key)
             while True:
                 msg = await pubsub.get_message(ignore_subscribe_messages=True, timeout=self.poll_s)
                 if msg is not None:
-                    await self._consider(parse_published(msg["data"]))
+                    await self._consider(parse_weights(msg["data"]))
                 else:
-                    await self._consider(parse_published(await client.get(self.key)))
+                    await self._consider(parse_weights(await client.get(self.key)))
         finally:
             await pubsub.aclose()  # type: ignore[no-untyped-call]
             await client.aclose()

@@ -21,6 +21,7 @@ import httpx
 import pytest
 
 from rlvr_world.queue.server import RedisHandle, start_embedded
+from rlvr_world.queue.weights import WEIGHTS_CHANNEL, WEIGHTS_KEY
 from rlvr_world.scaffold.client_auth import ClientAuth
 from rlvr_world.v1 import decoder_pb2, decoder_pb2_grpc, rollout_pb2, rollout_pb2_grpc
 from services.decoder.settings import DecoderSettings
@@ -37,7 +38,7 @@ from tests.helpers.waiting import capture_logs, wait_until
 pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.chaos]
 TOKEN = "rollout-test-token"
 AUTH = (("authorization", f"Bearer {TOKEN}"),)
-KEY, CHANNEL = "rlvr:weights:latest", "rlvr:weights"
+KEY, CHANNEL = WEIGHTS_KEY, WEIGHTS_CHANNEL
 OUTSIDE = "path: outside the configured weights roots"
 
 

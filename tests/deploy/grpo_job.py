@@ -19,7 +19,6 @@ from pathlib import Path
 from typing import Any
 
 STREAM = "rlvr:scored_groups"
-WEIGHTS_KEY = "rlvr:weights:latest"
 
 
 def kitchen_items() -> tuple[list[Any], list[Any]]:
@@ -34,11 +33,12 @@ def published_version(client: Any) -> int:
     """The trainer's last published version; 0 before the first or while Redis is away."""
     import redis
 
+    from rlvr_world.queue.weights import latest_version
+
     try:
-        raw = client.get(WEIGHTS_KEY)
+        return latest_version(client)
     except (redis.ConnectionError, redis.TimeoutError):
         return 0
-    return int(json.loads(raw)["version"]) if raw else 0
 
 
 def stream_group_ids(client: Any) -> set[str]:

@@ -29,6 +29,7 @@ from collections.abc import Iterator
 
 import pytest
 
+from rlvr_world.queue.weights import WEIGHTS_KEY, parse_weights
 from tests.deploy.stack import DRIVER_IMAGE, IMAGE_VERSION, TOKEN_ENV, Stack, run
 
 pytestmark = [pytest.mark.deploy, pytest.mark.timeout(3600)]
@@ -180,8 +181,9 @@ def test_prometheus_scrapes_all_three_replicas(stack: Stack) -> None:
 
 
 def published(stack: Stack) -> int:
-    raw = stack.exec(stack.containers("redis")[0], "redis-cli", "GET", "rlvr:weights:latest")
-    return int(json.loads(raw)["version"]) if raw.strip() else 0
+    raw = stack.exec(stack.containers("redis")[0], "redis-cli", "GET", WEIGHTS_KEY)
+    message = parse_weights(raw.strip() or None)
+    return 0 if message is None else message.version
 
 
 def test_grpo_job_through_the_containers_survives_a_redis_restart(stack: Stack) -> None:

@@ -15,13 +15,14 @@ from pathlib import Path
 import pytest
 import yaml
 
-from rlvr_world.apps.grpo import latest_version, trainer_config
+from rlvr_world.apps.grpo import trainer_config
 from rlvr_world.apps.orchestrator.ledger import read_ledger, summarize
 from rlvr_world.apps.pipeline.config import load_pipeline_config
 from rlvr_world.apps.pipeline.runner import PipelineRun
 from rlvr_world.apps.pipeline.stack import start_services, trainer_spec
 from rlvr_world.apps.supervisor import Supervisor
 from rlvr_world.queue.server import REDIS_URL_ENV, start_embedded
+from rlvr_world.queue.weights import latest_version
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -84,7 +85,7 @@ def test_full_loop_survives_reward_restart_and_rollout_follows_weights(
 
             asyncio.run(both())
             assert sup.get("trainer").popen.wait(timeout=60) == 0
-            final = latest_version(redis)
+            final = latest_version(redis.client)
             served = asyncio.run(run._await_version(addrs, final, timeout_s=60))
             assert sup.alive("rollout") and sup.alive("reward")
     finally:

@@ -129,9 +129,9 @@ def test_watcher_follows_the_trainers_published_weights(model_dir: Path, tmp_pat
     from transformers import AutoModelForCausalLM
 
     from rlvr_world.queue.server import start_embedded
+    from rlvr_world.queue.weights import publish_weights
     from trainer.checkpoint import TrainerState, save_checkpoint
     from trainer.config import TrainerConfig
-    from trainer.loop import publish_weights
 
     cfg = TrainerConfig.model_validate({"model": {"path": str(model_dir)}})
     redis = start_embedded(tmp_path / "redis")
@@ -143,7 +143,8 @@ def test_watcher_follows_the_trainers_published_weights(model_dir: Path, tmp_pat
             for param in model.parameters():
                 param.add_(0.3 * torch.randn_like(param))
         path = save_checkpoint(tmp_path / "run", model, optimizer, TrainerState(step=step), keep=3)
-        publish_weights(redis, cfg, step, path)
+        q = cfg.queue
+        publish_weights(redis.client, step, path, key=q.weights_key, channel=q.weights_channel)
         return path
 
     try:

@@ -24,6 +24,7 @@ import pytest
 from rlvr_world.queue.schema import ScoredGroup
 from rlvr_world.queue.server import REDIS_URL_ENV, RedisHandle, connect
 from rlvr_world.queue.stream import StreamNames
+from rlvr_world.queue.weights import read_weights
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -237,9 +238,9 @@ run: {{run_dir: {run_dir}, total_steps: 1000, checkpoint_every: 2, device: cpu, 
 
     _assert_dead_letters_and_empty_queue(redis_handle)
     end = next(e for e in reversed(run2) if e["event"] == "end")
-    latest = json.loads(redis_handle.client.get("rlvr:weights:latest"))  # type: ignore[arg-type]
-    assert latest["version"] == end["step"]
-    _assert_parameters_moved(tiny_model, Path(latest["path"]))
+    latest = read_weights(redis_handle.client)
+    assert latest is not None and latest.version == end["step"]
+    _assert_parameters_moved(tiny_model, Path(latest.path))
 
 
 def _assert_parameters_moved(initial: Path, checkpoint: Path) -> None:

@@ -14,7 +14,6 @@ from services.rollout.checkpoint import check_state_fits
 from services.rollout.convert import params_from_proto
 from services.rollout.engine import InvalidRequest, SamplingParams
 from services.rollout.sampling import next_tokens, scaled_logprobs, truncate
-from services.rollout.watcher import Published, parse_published
 
 NEG = float("-inf")
 
@@ -102,13 +101,6 @@ def test_params_from_proto_maps_zero_values_and_refuses_out_of_range() -> None:
         fields: dict[str, Any] = {"n": 1, "max_tokens": 1, field: value}
         with pytest.raises(InvalidRequest, match=message.replace(".", r"\.")):
             params_from_proto(rollout_pb2.SamplingParams(**fields), 4, 10)
-
-
-def test_parse_published_reads_the_trainer_message_and_ignores_junk() -> None:
-    raw = b'{"version": 4, "path": "/run/checkpoints/step_00000004", "time": 1.5}'
-    assert parse_published(raw) == Published(4, "/run/checkpoints/step_00000004")
-    for junk in (None, b"not json", b"{}", b'{"version": "x", "path": "p"}', b"[1]"):
-        assert parse_published(junk) is None
 
 
 def test_check_state_fits_accepts_tied_weights_and_names_mismatches() -> None:

@@ -13,7 +13,7 @@ them (one decoder call and one ``ScoreBatch`` on the reward service), and pushes
 * **Backpressure**: the push waits while the stream is full (``Producer``); a push that times out
   is retried like a service call.
 * **Staleness**: generation asks for ``min_policy_version = latest - max_staleness`` where
-  ``latest`` is the trainer's published version (``rlvr:weights:latest``); the rollout answers
+  ``latest`` is the trainer's published version (``rlvr_world.queue.weights``); the rollout answers
   ``FAILED_PRECONDITION`` while its weights are older, and the worker waits for the reload. With
   the stream bound (``queue max_len``) this keeps generation from running far ahead of training.
 * **Per task** (``recipes``): what a task asks of the rollout, the decoder and the reward

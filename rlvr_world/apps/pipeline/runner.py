@@ -54,7 +54,6 @@ import yaml
 
 from rlvr_world.apps.grpo import (
     first_request_time,
-    latest_version,
     orchestrator_config,
     run_grpo,
     startup_breakdown,
@@ -79,6 +78,7 @@ from rlvr_world.apps.supervisor import ProcessSpec, Supervisor
 from rlvr_world.devices import Placement
 from rlvr_world.items import PromptItem, save_items
 from rlvr_world.queue.server import RedisHandle, start_embedded
+from rlvr_world.queue.weights import latest_version
 from rlvr_world.runlog import JsonlLog
 from rlvr_world.scaffold.client_auth import ensure_local_token
 from rlvr_world.wire.services import ServiceClients
@@ -212,7 +212,7 @@ class PipelineRun:
         every = self.cfg.eval.curve_every
         next_at = every
         while not done.is_set():
-            if latest_version(redis) >= next_at:
+            if latest_version(redis.client) >= next_at:
                 report, _ = await self._eval(addrs.rollout, addrs, items)
                 point = {"step": report.policy_version, **report.to_dict()}
                 self.curve.append(point)
@@ -319,7 +319,7 @@ class PipelineRun:
         stats = await self._grpo(sup, addrs, redis, items, trainer)
         code = sup.get("trainer").popen.wait()
         self.summary["grpo_s"] = time.perf_counter() - t1
-        final = latest_version(redis)
+        final = latest_version(redis.client)
         served = await self._await_version(addrs, final)
         self.summary.update(
             trainer_exit=code,
