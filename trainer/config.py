@@ -17,6 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from rlvr_world.devices import DeviceName, PrecisionName
 from rlvr_world.grpo.loss import AGG_MODES, KL_TYPES
+from rlvr_world.grpo.settings import DEFAULT_MAX_STALENESS, GrpoObjective, MaxStaleness
 from rlvr_world.queue.weights import WEIGHTS_CHANNEL, WEIGHTS_KEY
 
 
@@ -81,8 +82,9 @@ class OptimConfig(_Section):
     grad_clip: float = Field(default=1.0, gt=0.0, le=1e6, description="max global grad norm")
 
 
-class GrpoConfig(_Section):
-    """The GRPO objective."""
+class GrpoConfig(GrpoObjective, _Section):
+    """The GRPO objective: the shared fields (``rlvr_world.grpo.settings.GrpoObjective``) and the
+    loss's own."""
 
     clip_low: float = Field(default=0.2, ge=0.0, lt=1.0, description="PPO clip epsilon (lower)")
     clip_high: float = Field(default=0.2, ge=0.0, le=10.0, description="PPO clip epsilon (upper)")
@@ -91,58 +93,16 @@ class GrpoConfig(_Section):
     )
     clip_ratio_c: float = Field(default=3.0, gt=1.0, le=100.0, description="dual-clip constant c")
     kl_type: str = Field(default="low_var_kl", description=f"KL estimator, one of {KL_TYPES}")
-    kl_coef: float = Field(
-        default=0.001, ge=0.0, le=100.0, description="beta of the KL loss (0: off)"
-    )
     entropy_coef: float = Field(
         default=0.0, ge=0.0, le=10.0, description="entropy bonus coefficient"
     )
     loss_agg_mode: str = Field(default="token-mean", description=f"one of {AGG_MODES}")
-    norm_adv_by_std: bool = Field(default=True, description="divide advantages by the group std")
-    unparseable_reward: float | None = Field(
-        default=0.0,
-        ge=-1e6,
-        le=1e6,
-        description="reward an unparseable answer trains with (the paper's 0: format failures "
-        "are signal); null leaves such samples out like every other non-ok status",
-    )
-    truncated_reward: float | None = Field(
-        default=None,
-        ge=-1e6,
-        le=1e6,
-        description="reward a sample cut at max_tokens trains with (DAPO's overlong punishment: "
-        "an answer that never stops earns nothing); null keeps its scored reward",
-    )
-    skip_zero_spread: bool = Field(
-        default=False,
-        description="drop groups whose training rewards are all equal when they are read and "
-        "keep reading until the step is full (DAPO's dynamic sampling)",
-    )
-    zero_spread_max_skips: int = Field(
-        default=0,
-        ge=0,
-        le=10_000_000,
-        description="with skip_zero_spread: most zero-spread groups dropped for one step; past "
-        "it the step is filled with what comes (a zero-spread group adds no policy gradient), so "
-        "a policy whose groups all agree cannot stall the run (DAPO's max_num_gen_batches); "
-        "0: no limit",
-    )
     log_ref_kl: bool = Field(
         default=True,
         description="measure the KL to the reference at every step even when kl_coef is 0 "
         "(keeps a frozen reference and costs one no-grad forward per micro-batch)",
     )
     epsilon: float = Field(default=1e-6, gt=0.0, le=1.0, description="std epsilon")
-    token_credit: float = Field(
-        default=0.0,
-        ge=0.0,
-        le=1.0,
-        description=(
-            "weight of per-token advantages for groups whose samples carry token_rewards "
-            "(a video frame scored per patch): each token trains with (1 - w) * its sample's "
-            "advantage + w * its own (rlvr_world.grpo.groups); 0: one advantage per sample"
-        ),
-    )
 
     @model_validator(mode="after")
     def _names(self) -> GrpoConfig:
@@ -182,9 +142,7 @@ class QueueConfig(_Section):
     reclaim_min_idle_ms: int = Field(
         default=600_000, ge=1, description="reclaim entries pending this long on another consumer"
     )
-    max_staleness: int = Field(
-        default=4, ge=0, le=1_000_000, description="max policy versions behind"
-    )
+    max_staleness: MaxStaleness = DEFAULT_MAX_STALENESS
     idle_timeout_s: float = Field(
         default=0.0,
         ge=0.0,

@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from prometheus_client import CollectorRegistry
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import ConfigDict, Field
 
 from rlvr_world.apps.orchestrator.config import OrchestratorConfig
 from rlvr_world.apps.orchestrator.ledger import Ledger
@@ -43,6 +43,7 @@ from rlvr_world.apps.orchestrator.metrics import OrchestratorMetrics
 from rlvr_world.apps.orchestrator.worker import Orchestrator, RunStats
 from rlvr_world.apps.pipeline.stack import Addresses
 from rlvr_world.apps.supervisor import POLL_S, ProcessFailed, ProcessSpec, Supervisor
+from rlvr_world.grpo.settings import DEFAULT_MAX_STALENESS, GrpoObjective, MaxStaleness
 from rlvr_world.items import PromptItem
 from rlvr_world.queue.server import RedisHandle
 from rlvr_world.queue.stream import Producer, QueueMetrics, StreamNames
@@ -53,8 +54,9 @@ from rlvr_world.wire.services import ServiceClients
 TRAINER = "trainer"
 
 
-class RlSection(BaseModel):
-    """GRPO settings every run type has (sampling, trainer steps, staleness, queue)."""
+class RlSection(GrpoObjective):
+    """GRPO settings every run type has: the objective's (``GrpoObjective``), sampling, trainer
+    steps, staleness and the queue."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -63,15 +65,8 @@ class RlSection(BaseModel):
     groups_per_step: int = Field(default=4, ge=1, le=100_000, description="groups per step")
     micro_batch_size: int = Field(default=8, ge=1, le=100_000, description="samples per backward")
     lr: float = Field(default=5e-5, gt=0.0, le=1.0, description="GRPO learning rate")
-    kl_coef: float = Field(default=0.001, ge=0.0, le=100.0, description="KL loss beta")
     temperature: float = Field(default=1.0, gt=0.0, le=10.0, description="sampling temperature")
-    max_staleness: int = Field(
-        default=2,
-        ge=1,
-        le=1000,
-        description="policy versions of lag; >= 1, since a group generated while the trainer "
-        "publishes the next version would otherwise always arrive stale and the run would stall",
-    )
+    max_staleness: MaxStaleness = DEFAULT_MAX_STALENESS
     max_inflight: int = Field(default=2, ge=1, le=1000, description="prompts in flight")
     queue_bound: int | None = Field(
         default=None,
@@ -85,37 +80,6 @@ class RlSection(BaseModel):
         ge=0.0,
         le=3600.0,
         description="grace for in-flight prompts once the trainer has exited",
-    )
-    unparseable_reward: float | None = Field(
-        default=0.0,
-        ge=-1e6,
-        le=1e6,
-        description="reward an unparseable answer trains with (null: left out)",
-    )
-    truncated_reward: float | None = Field(
-        default=None,
-        ge=-1e6,
-        le=1e6,
-        description="reward a sample cut at max_tokens trains with (null: its scored reward)",
-    )
-
-    skip_zero_spread: bool = Field(
-        default=False,
-        description="the trainer drops groups whose rewards are all equal and fills each step "
-        "with groups that carry a gradient (DAPO's dynamic sampling; costs more generation)",
-    )
-    zero_spread_max_skips: int = Field(
-        default=0,
-        ge=0,
-        le=10_000_000,
-        description="with skip_zero_spread: most zero-spread groups dropped for one step, then "
-        "the step takes what comes, so a policy whose groups all agree cannot stall the run "
-        "(0: no limit)",
-    )
-    norm_adv_by_std: bool = Field(
-        default=True,
-        description="divide each group's centred rewards by its std (GRPO); false: the reward "
-        "minus the group mean (Dr. GRPO), so near-equal rewards make near-zero advantages",
     )
 
     @property
@@ -147,14 +111,7 @@ def trainer_config(  # noqa: PLR0913 (the trainer YAML's run-specific fields, on
     return {
         "model": {"path": str(model), "temperature": rl.temperature, "backend": backend},
         "optim": {"lr": rl.lr},
-        "grpo": {
-            "kl_coef": rl.kl_coef,
-            "unparseable_reward": rl.unparseable_reward,
-            "truncated_reward": rl.truncated_reward,
-            "skip_zero_spread": rl.skip_zero_spread,
-            "zero_spread_max_skips": rl.zero_spread_max_skips,
-            "norm_adv_by_std": rl.norm_adv_by_std,
-        },
+        "grpo": rl.objective(),
         "batch": {"groups_per_step": rl.groups_per_step, "micro_batch_size": rl.micro_batch_size},
         "queue": {
             "redis_url": redis_url,

@@ -10,6 +10,7 @@ from typing import Annotated, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from rlvr_world.apps.orchestrator.retry import Backoff
+from rlvr_world.grpo.settings import DEFAULT_MAX_STALENESS, MaxStaleness
 from rlvr_world.wire.services import Sampling
 
 #: Rows or columns of a video frame's token grid.
@@ -28,9 +29,7 @@ class OrchestratorConfig(BaseModel):
     top_k: int = Field(default=-1, ge=-1, le=1_000_000, description="top-k (-1: off)")
     seed: int = Field(default=0, ge=0, description="base sampling seed (plus the request number)")
     max_inflight: int = Field(default=2, ge=1, le=10_000, description="prompts in flight at once")
-    max_staleness: int = Field(
-        default=4, ge=0, le=1_000_000, description="policy versions the samples may lag the trainer"
-    )
+    max_staleness: MaxStaleness = DEFAULT_MAX_STALENESS
     special_tokens: Literal["keep", "skip"] = Field(
         default="keep", description="decoder special-token mode (keep: the reference's)"
     )

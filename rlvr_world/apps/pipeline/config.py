@@ -26,6 +26,7 @@ from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, model_val
 from rlvr_world.apps.grpo import RlSection
 from rlvr_world.apps.pipeline.stack import RolloutSection, head_size_error
 from rlvr_world.devices import DeviceName, PrecisionName
+from rlvr_world.grpo.settings import RewardValue
 from rlvr_world.tiny_model import TinyLMConfig
 
 
@@ -232,10 +233,8 @@ class TextRl(RlSection):
         "the paper's) | item_f1 (F1 over tree items only, rlvr_world.rewards.web) | soft_item_f1 "
         "(item_f1 with credit for near-miss items)",
     )
-    truncated_reward: float | None = Field(
+    truncated_reward: RewardValue = Field(
         default=0.0,
-        ge=-1e6,
-        le=1e6,
         description="reward an answer cut at max_tokens trains with (DAPO's overlong "
         "punishment; the scorers read the first complete answer, so without it an answer that "
         "never stops is free); null: its scored reward",

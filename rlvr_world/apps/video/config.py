@@ -19,6 +19,7 @@ from rlvr_world.apps.grpo import RlSection
 from rlvr_world.apps.pipeline.config import apply_overrides, read_config_mapping
 from rlvr_world.apps.pipeline.stack import RolloutSection
 from rlvr_world.devices import DeviceName, Placement, PrecisionName
+from rlvr_world.grpo.settings import KlCoef
 
 if TYPE_CHECKING:
     from rlvr_world.video.compressive import CompressiveConfig
@@ -241,7 +242,7 @@ class VideoRl(RlSection):
     group_size: int = Field(default=8, ge=2, le=1024, description="samples per prompt (G)")
     steps: int = Field(default=60, ge=1, le=1_000_000, description="trainer optimizer steps")
     micro_batch_size: int = Field(default=16, ge=1, le=100_000, description="samples/backward")
-    kl_coef: float = Field(default=0.0, ge=0.0, le=100.0, description="KL loss beta")
+    kl_coef: KlCoef = 0.0
     weights: dict[str, float] = Field(
         default_factory=lambda: {"l1": 1.0, "stlpips": 1.0},
         description="reward = -(sum weight * loss) over rewards.video metric names; "
@@ -259,14 +260,6 @@ class VideoRl(RlSection):
         le=100_000,
         description="rescale the weights so every term has the same within-group spread, "
         "measured on this many train prompts with the MLE model (0: weights as given)",
-    )
-    token_credit: float = Field(
-        default=0.0,
-        ge=0.0,
-        le=1.0,
-        description="single-step only: score each token's patch of the frame too, and train "
-        "each token with (1 - w) * its frame's advantage + w * its patch's (trainer "
-        "grpo.token_credit); 0: one advantage per frame",
     )
 
     @model_validator(mode="after")

@@ -113,7 +113,6 @@ def write_trainer_yaml(
         idle_timeout_s=cfg.run.trainer_idle_timeout_s,
         seed=seed,
     )
-    data["grpo"]["token_credit"] = cfg.rl.token_credit
     path = run_dir / "trainer.yaml"
     path.write_text(yaml.safe_dump(data, sort_keys=False))
     return path
