@@ -14,7 +14,6 @@ from rlvr_world.apps.video.evaluation import (
     candidates_of,
     headlines,
     mean_report,
-    perceptual_metric,
     reward_weights,
     shuffle_actions,
     write_tuning,
@@ -27,12 +26,12 @@ def test_auto_perceptual_is_lpips_only_where_its_backbone_is_on_disk(
 ) -> None:
     monkeypatch.setenv("TORCH_HOME", str(tmp_path / "hub"))  # an empty hub cache
     monkeypatch.delenv(BACKBONE_ENV, raising=False)
-    assert perceptual_metric(VideoEval(perceptual="auto", net="alex")) == "stlpips"
+    assert VideoEval(perceptual="auto", net="alex").perceptual_metric() == "stlpips"
     weights = tmp_path / "alexnet.pth"
     weights.write_bytes(b"not checked here")
     monkeypatch.setenv(BACKBONE_ENV, str(weights))
-    assert perceptual_metric(VideoEval(perceptual="auto", net="alex")) == "lpips"
-    assert perceptual_metric(VideoEval(perceptual="stlpips")) == "stlpips"
+    assert VideoEval(perceptual="auto", net="alex").perceptual_metric() == "lpips"
+    assert VideoEval(perceptual="stlpips").perceptual_metric() == "stlpips"
 
 
 def test_reward_weights_resolve_the_perceptual_key() -> None:

@@ -333,6 +333,15 @@ class VideoEval(_Section):
     )
     grid_rows: int = Field(default=6, ge=1, le=64, description="clips drawn in the PNG grids")
 
+    def perceptual_metric(self) -> str:
+        """``lpips`` or ``stlpips``: ``perceptual``, with ``auto`` resolved on this machine (LPIPS
+        where its ImageNet backbone is on disk, ST-LPIPS otherwise)."""
+        if self.perceptual != "auto":
+            return self.perceptual
+        from rlvr_world.rewards.perceptual import preferred_perceptual
+
+        return preferred_perceptual(self.net)
+
 
 class VideoRunSection(_Section):
     run_dir: Path = Field(default=Path("runs/video_pusht"), description="everything written")

@@ -1,8 +1,7 @@
 """Held-out evaluation of the video run: which metric, which sampling, which clips, the headline.
 
-* ``perceptual_metric``: the perceptual metric of a run (``eval.perceptual``; ``auto`` is LPIPS
-  where its ImageNet backbone is on disk, ST-LPIPS otherwise) and ``reward_weights``: the
-  ``rl.weights`` with the ``perceptual`` key resolved to it;
+* ``reward_weights``: the ``rl.weights`` with the ``perceptual`` key resolved to the run's
+  perceptual metric (``VideoEval.perceptual_metric``);
 * ``load_model`` / ``evaluate_model``: load a saved world model; evaluate it on clips with one
   sampling (``rlvr_world.video.evaluate`` or ``multistep.evaluate_multistep``), writing
   ``eval.json`` when given a folder;
@@ -47,15 +46,6 @@ logger = logging.getLogger(__name__)
 
 #: (metric, higher is better) of the headline terms, after the reward itself.
 TERMS = (("l1", False), ("mse", False), ("psnr", True), ("ssim", True))
-
-
-def perceptual_metric(e: VideoEval) -> str:
-    """``lpips`` or ``stlpips``: ``eval.perceptual``, with ``auto`` resolved on this machine."""
-    if e.perceptual != "auto":
-        return e.perceptual
-    from rlvr_world.rewards.perceptual import preferred_perceptual
-
-    return preferred_perceptual(e.net)
 
 
 def reward_weights(rl: VideoRl, metric: str) -> dict[str, float]:

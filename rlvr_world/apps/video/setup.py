@@ -21,7 +21,6 @@ import numpy as np
 
 from rlvr_world.apps.video.config import VideoPipelineConfig
 from rlvr_world.apps.video.episodes import action_ranges, clip_pairs, spread
-from rlvr_world.apps.video.evaluation import perceptual_metric
 from rlvr_world.video.layout import LayoutVocab, MultiStepVocab, SingleStepVocab
 
 if TYPE_CHECKING:
@@ -241,5 +240,5 @@ def build_setup(
         train_sequences=enc(train_clips),
         test_sequences=enc(test_clips),
         val_sequences=enc(val_clips),
-        perceptual=make_perceptual(perceptual_metric(e), e.net, device=cfg.run.device),
+        perceptual=make_perceptual(e.perceptual_metric(), e.net, device=cfg.run.device),
     )
