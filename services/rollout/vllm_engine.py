@@ -177,8 +177,9 @@ class VllmEngine:
             vllm: Any = importlib.import_module("vllm")
         except ImportError as exc:
             raise RuntimeError(
-                f"engine vllm: vLLM does not import in this environment ({exc}); on CPU run "
-                "scripts/setup_vllm_cpu.sh and start the service with .venv-vllm/bin/python"
+                f"engine vllm: vLLM does not import in this environment ({exc}); make its "
+                "environment (on a GPU scripts/setup_vllm_gpu.sh, on the CPU "
+                "scripts/setup_vllm_cpu.sh) and start the service with .venv-vllm/bin/python"
             ) from exc
         current_platform: Any = importlib.import_module("vllm.platforms").current_platform
         self._validation_error: type[Exception] = importlib.import_module(
