@@ -31,9 +31,9 @@ import logging
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from rlvr_world.client import RewardClient, verl_request
 from rlvr_world.rewards.types import InvalidInput, RewardResult, Status, failed
 from rlvr_world.v1 import reward_pb2
+from rlvr_world.wire.reward import RewardClient, verl_request
 
 log = logging.getLogger(__name__)
 

@@ -37,8 +37,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from rlvr_world.adapters.errors import RewardNotScored
-from rlvr_world.client import AsyncRewardClient, json_default
 from rlvr_world.rewards.types import RewardResult, Status, failed
+from rlvr_world.wire.reward import AsyncRewardClient, json_default
 
 __all__ = ["RewardNotScored", "compute_score", "verl_score"]
 log = logging.getLogger(__name__)

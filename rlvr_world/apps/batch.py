@@ -159,7 +159,7 @@ def score_lines(
 
 def _connect(server: str) -> Any:
     try:
-        from rlvr_world.client import RewardClient
+        from rlvr_world.wire.reward import RewardClient
     except ImportError as exc:  # pragma: no cover - depends on the installed extras
         raise SystemExit(
             f"--server needs the reward extra (pip install 'rlvr-world[reward]'): {exc}"

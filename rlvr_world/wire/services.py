@@ -22,11 +22,11 @@ from typing import Any
 
 import numpy as np
 
-from rlvr_world.client import AsyncRewardClient, RetryPolicy, frames_request, verl_request
 from rlvr_world.rewards.types import RewardResult
 from rlvr_world.scaffold.client_auth import ClientAuth
 from rlvr_world.v1 import decoder_pb2, decoder_pb2_grpc, rollout_pb2, rollout_pb2_grpc
 from rlvr_world.wire.codec import tensor_array
+from rlvr_world.wire.reward import AsyncRewardClient, RetryPolicy, frames_request, verl_request
 
 
 @dataclass(frozen=True)

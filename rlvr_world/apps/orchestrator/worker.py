@@ -49,11 +49,11 @@ from rlvr_world.apps.orchestrator.ledger import Ledger
 from rlvr_world.apps.orchestrator.metrics import OrchestratorMetrics
 from rlvr_world.apps.orchestrator.recipes import Recipe, recipes
 from rlvr_world.apps.orchestrator.retry import RetriesExhausted, grpc_reason, retry_async
-from rlvr_world.client import RewardServiceUnavailable
 from rlvr_world.items import PromptItem
 from rlvr_world.queue.schema import ScoredGroup, ScoredSample
 from rlvr_world.queue.stream import Producer, QueueFull
 from rlvr_world.rewards.types import InvalidInput, RewardResult, Status
+from rlvr_world.wire.reward import RewardServiceUnavailable
 from rlvr_world.wire.services import ServiceClients
 
 logger = logging.getLogger(__name__)

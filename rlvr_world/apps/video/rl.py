@@ -181,7 +181,7 @@ async def warm_up_reward(
 
     import numpy as np
 
-    from rlvr_world.client import AsyncRewardClient, frames_request
+    from rlvr_world.wire.reward import AsyncRewardClient, frames_request
 
     frame = np.zeros(frame_shape, dtype=np.uint8)
     request = frames_request(
