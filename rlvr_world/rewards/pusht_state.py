@@ -5,9 +5,9 @@ What it does:
 * ``segment``: the agent's and the block's centres read from an RGB frame by colour (our
   renderer is gym-pusht's: a RoyalBlue agent, a LightSlateGray T on a light background and a
   light-green goal T), in arena pixels (the 512-pixel square of gym-pusht). A part with too few
-  pixels is ``None`` (not found). On gym-pusht's renders resized to 64x64 it lands within 1.5
-  arena pixels of the agent and 2.4 of the T's area centroid on average (docs/video.md#state-check;
-  the T's blended edges and the agent covering part of it bias its centre).
+  pixels is ``None`` (not found). On gym-pusht's renders resized to 64x64 its centres are off by
+  1.5 arena pixels for the agent and 2.3 for the T's area centroid on average
+  (docs/video.md#state-check).
 * ``block_centre``: the area centroid of the T at a block pose ``(x, y, angle)`` (the pose of
   gym-pusht's ``block.position`` and ``block.angle``): the point ``segment`` estimates. It is not
   the body's centre of gravity, which gym-pusht sets to the unweighted mean of the two parts'
