@@ -209,6 +209,14 @@ class SftSection(_Section):
         default="constant", description="learning rate after the warm-up: constant or cosine to 0"
     )
     torch_threads: int = Field(default=2, ge=1, le=512, description="threads (nothing else runs)")
+    max_length: int = Field(
+        default=1024,
+        ge=8,
+        le=1_000_000,
+        description="text runs: longest example in tokens (<bos> prompt target <eos>); a longer "
+        "train example is refused, a longer held-out one left out of the held-out loss and "
+        "counted (web runs: data.max_tokens)",
+    )
     share_prompts: bool = Field(
         default=False,
         description="steps take transitions of one state (prompts that differ only in the "

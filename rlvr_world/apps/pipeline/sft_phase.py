@@ -40,8 +40,7 @@ def run_sft_phase(
     s = cfg.sft
     name = out.name
     train, heldout = items
-    if cfg.task == "web":
-        budget.setdefault("max_length", cfg.web_data.max_tokens)
+    budget.setdefault("max_length", cfg.web_data.max_tokens if cfg.task == "web" else s.max_length)
     sft_cfg = SftConfig(
         epochs=budget.pop("epochs", s.epochs),
         lr=budget.pop("lr", s.lr),
