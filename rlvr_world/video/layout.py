@@ -35,24 +35,18 @@ IGNORE_INDEX = -100
 MIN_FRAMES = 2
 
 
-@dataclass(frozen=True)
-class SingleStepVocab:
-    """Visual codes ``0..V-1``, action bins at ``V + bin``, then BOS, then EOS (= PAD)."""
+class _Specials:
+    """What follows the action bins in both layouts: BOS, then EOS (= PAD)."""
 
-    visual_codes: int
-    action_bins: int = 256
-
-    def __post_init__(self) -> None:
-        _check_positive("visual_codes", self.visual_codes)
-        _check_positive("action_bins", self.action_bins)
+    action_bins: int
 
     @property
     def action_offset(self) -> int:
-        return self.visual_codes
+        raise NotImplementedError
 
     @property
     def bos(self) -> int:
-        return self.visual_codes + self.action_bins
+        return self.action_offset + self.action_bins
 
     @property
     def eos(self) -> int:
@@ -68,7 +62,23 @@ class SingleStepVocab:
 
 
 @dataclass(frozen=True)
-class MultiStepVocab:
+class SingleStepVocab(_Specials):
+    """Visual codes ``0..V-1``, action bins at ``V + bin``, then BOS, then EOS (= PAD)."""
+
+    visual_codes: int
+    action_bins: int = 256
+
+    def __post_init__(self) -> None:
+        _check_positive("visual_codes", self.visual_codes)
+        _check_positive("action_bins", self.action_bins)
+
+    @property
+    def action_offset(self) -> int:
+        return self.visual_codes
+
+
+@dataclass(frozen=True)
+class MultiStepVocab(_Specials):
     """Dynamics codes first, then context codes, then action bins, then BOS and EOS (= PAD)."""
 
     dynamics_codes: int
@@ -87,22 +97,6 @@ class MultiStepVocab:
     @property
     def action_offset(self) -> int:
         return self.dynamics_codes + self.context_codes
-
-    @property
-    def bos(self) -> int:
-        return self.action_offset + self.action_bins
-
-    @property
-    def eos(self) -> int:
-        return self.bos + 1
-
-    @property
-    def pad(self) -> int:
-        return self.eos
-
-    @property
-    def size(self) -> int:
-        return self.bos + 2
 
 
 #: Either layout's vocabulary.
