@@ -25,6 +25,7 @@ from __future__ import annotations
 import json
 import logging
 import math
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Self
 
@@ -165,65 +166,75 @@ def _head(c_in: int, c_out: int, groups: int, kernel: int) -> list[nn.Module]:
     ]
 
 
-class Encoder(nn.Module):
+@dataclass(frozen=True)
+class _Sizes:
+    """The sizes an encoder or decoder is built from."""
+
+    c_in: int
+    channels: tuple[int, ...]
+    halvings: int
+    blocks: int
+    groups: int
+    c_out: int
+
+
+class _ConvStack(nn.Module):
+    """One ``nn.Sequential`` of the layers ``build`` lays out for the sizes below."""
+
+    def __init__(
+        self,
+        *,
+        c_in: int,
+        channels: tuple[int, ...],
+        downsample: int,
+        blocks: int,
+        groups: int,
+        c_out: int,
+    ) -> None:
+        super().__init__()
+        sizes = _Sizes(c_in, channels, n_halvings(downsample), blocks, groups, c_out)
+        self.net = nn.Sequential(*self.build(sizes))
+
+    @staticmethod
+    def build(s: _Sizes) -> list[nn.Module]:
+        raise NotImplementedError
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        out: torch.Tensor = self.net(x)
+        return out
+
+
+class Encoder(_ConvStack):
     """``(B, c_in, H, W)`` -> ``(B, c_out, H/s, W/s)`` through the stages of ``channels``."""
 
-    def __init__(
-        self,
-        *,
-        c_in: int,
-        channels: tuple[int, ...],
-        downsample: int,
-        blocks: int,
-        groups: int,
-        c_out: int,
-    ) -> None:
-        super().__init__()
-        layers: list[nn.Module] = [nn.Conv2d(c_in, channels[0], 3, padding=1)]
-        prev = channels[0]
-        for i, c in enumerate(channels):
-            layers += _stage(prev, c, blocks, groups)
-            if i < n_halvings(downsample):
+    @staticmethod
+    def build(s: _Sizes) -> list[nn.Module]:
+        layers: list[nn.Module] = [nn.Conv2d(s.c_in, s.channels[0], 3, padding=1)]
+        prev = s.channels[0]
+        for i, c in enumerate(s.channels):
+            layers += _stage(prev, c, s.blocks, s.groups)
+            if i < s.halvings:
                 layers.append(nn.Conv2d(c, c, 3, stride=2, padding=1))
             prev = c
-        layers += [ResBlock(prev, prev, groups), *_head(prev, c_out, groups, 1)]
-        self.net = nn.Sequential(*layers)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        out: torch.Tensor = self.net(x)
-        return out
+        return [*layers, ResBlock(prev, prev, s.groups), *_head(prev, s.c_out, s.groups, 1)]
 
 
-class Decoder(nn.Module):
+class Decoder(_ConvStack):
     """``(B, c_in, H/s, W/s)`` -> ``(B, c_out, H, W)``, the mirror image of ``Encoder``."""
 
-    def __init__(
-        self,
-        *,
-        c_in: int,
-        channels: tuple[int, ...],
-        downsample: int,
-        blocks: int,
-        groups: int,
-        c_out: int,
-    ) -> None:
-        super().__init__()
-        prev = channels[-1]
+    @staticmethod
+    def build(s: _Sizes) -> list[nn.Module]:
+        prev = s.channels[-1]
         layers: list[nn.Module] = [
-            nn.Conv2d(c_in, prev, 3, padding=1),
-            ResBlock(prev, prev, groups),
+            nn.Conv2d(s.c_in, prev, 3, padding=1),
+            ResBlock(prev, prev, s.groups),
         ]
-        for i in reversed(range(len(channels))):
-            if i < n_halvings(downsample):
+        for i in reversed(range(len(s.channels))):
+            if i < s.halvings:
                 layers.append(Upsample(prev))
-            layers += _stage(prev, channels[i], blocks, groups)
-            prev = channels[i]
-        layers += _head(prev, c_out, groups, 3)
-        self.net = nn.Sequential(*layers)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        out: torch.Tensor = self.net(x)
-        return out
+            layers += _stage(prev, s.channels[i], s.blocks, s.groups)
+            prev = s.channels[i]
+        return [*layers, *_head(prev, s.c_out, s.groups, 3)]
 
 
 # --------------------------------------------------------------------------------------------
