@@ -33,14 +33,11 @@ from torch import nn
 from torch.nn import functional
 
 from rlvr_world.shapes import CLIPS_NDIM, RGB_CHANNELS
+from rlvr_world.video.conv import Decoder, Encoder, ResBlock, check_stages
 from rlvr_world.video.fsq import FSQ, check_levels
 from rlvr_world.video.tokenizer import (
     DEFAULT_BATCH_SIZE,
-    Decoder,
-    Encoder,
-    ResBlock,
     check_images,
-    check_stages,
     check_token_array,
     check_token_tensor,
     load_weights,
