@@ -3,11 +3,13 @@
 A planner sees only ``cost(actions (N, H, D)) -> (N,)``; whatever predicts the outcome of a
 candidate (a world model, the simulator) lives behind that function (``rlvr_world.mpc.dynamics``).
 
-* ``cem_plan``: the cross-entropy method. Sample ``candidates`` sequences from a diagonal
+``plan`` runs one of two planners, as ``PlannerConfig.kind`` says:
+
+* ``cem``: the cross-entropy method. Sample ``candidates`` sequences from a diagonal
   Gaussian, keep the ``elites`` cheapest, refit mean and standard deviation to them, repeat for
   ``iterations``; the result is the cheapest sequence sampled in any iteration (its predicted
   frames were already computed, so executing it needs no extra rollout).
-* ``mppi_plan``: model-predictive path integral: the same sampling, the mean replaced by the
+* ``mppi``: model-predictive path integral: the same sampling, the mean replaced by the
   softmax(-cost / temperature)-weighted average of the samples; the result is again the
   cheapest sample (same reason).
 * ``goal_cost``: the pixel L1 distance of the last predicted frame to the goal frame.
@@ -118,28 +120,11 @@ def _plan(
     return PlanResult(best[3], best[0], best[1], best[2], tuple(history))
 
 
-def cem_plan(
-    cost: CostFn, mean0: NDArray[Any], cfg: PlannerConfig, rng: np.random.Generator
-) -> PlanResult:
-    """The cross-entropy method from the mean ``mean0`` ``(H, D)`` (module docstring)."""
-    if cfg.kind != "cem":
-        raise ValueError(f"cem_plan: config kind is {cfg.kind!r}")
-    return _plan(cost, mean0, cfg, rng)
-
-
-def mppi_plan(
-    cost: CostFn, mean0: NDArray[Any], cfg: PlannerConfig, rng: np.random.Generator
-) -> PlanResult:
-    """MPPI from the mean ``mean0`` ``(H, D)`` (module docstring)."""
-    if cfg.kind != "mppi":
-        raise ValueError(f"mppi_plan: config kind is {cfg.kind!r}")
-    return _plan(cost, mean0, cfg, rng)
-
-
 def plan(
     cost: CostFn, mean0: NDArray[Any], cfg: PlannerConfig, rng: np.random.Generator
 ) -> PlanResult:
-    """``cem_plan`` or ``mppi_plan`` by ``cfg.kind``."""
+    """The best action sequence from the mean ``mean0`` ``(H, D)``, by the cross-entropy method
+    or MPPI as ``cfg.kind`` says (module docstring)."""
     return _plan(cost, mean0, cfg, rng)
 
 

@@ -7,9 +7,7 @@ import pytest
 
 from rlvr_world.mpc.planner import (
     PlannerConfig,
-    cem_plan,
     goal_cost,
-    mppi_plan,
     plan,
     random_sequence,
 )
@@ -38,7 +36,7 @@ def test_planner_finds_the_optimum_of_a_quadratic(kind: str) -> None:
         temperature=5000.0,  # about the cost spread near the optimum
     )
     rng = np.random.default_rng(0)
-    result = (cem_plan if kind == "cem" else mppi_plan)(quadratic, start(), cfg, rng)
+    result = plan(quadratic, start(), cfg, rng)
     assert result.actions.shape == (3, 2)
     assert np.abs(result.actions - TARGET).max() < 8.0  # from 256 px away
     assert result.cost == pytest.approx(float(quadratic(result.actions[None])[0]))
@@ -103,11 +101,6 @@ def test_a_mean_of_the_wrong_shape_is_refused() -> None:
 def test_bad_planner_sizes_are_refused(kwargs: dict[str, float], message: str) -> None:
     with pytest.raises(ValueError, match=message):
         PlannerConfig(**kwargs)  # type: ignore[arg-type]
-
-
-def test_the_wrong_planner_function_for_a_kind_is_refused() -> None:
-    with pytest.raises(ValueError, match="config kind is 'mppi'"):
-        cem_plan(quadratic, start(), PlannerConfig(kind="mppi"), np.random.default_rng(0))
 
 
 def test_goal_cost_is_the_l1_of_the_last_frame() -> None:
