@@ -100,41 +100,38 @@ def _reached(centre: NDArray[np.float64] | None, radius: float) -> bool:
     return centre is not None and float(np.linalg.norm(centre - GOAL)) <= radius
 
 
-def rollout_sim(
-    sim: PushTSim,
-    policies: Sequence[PolicyDef],
-    starts: Sequence[Start],
-    *,
-    steps: int,
-    radius: float,
-    seed: int,
-) -> Outcomes:
+@dataclass(frozen=True)
+class Trials:
+    """Which episodes a policy evaluation runs: every policy from every start, ``steps`` steps at
+    most, success within ``radius`` of the goal; ``seed`` seeds the policies' noise."""
+
+    policies: Sequence[PolicyDef]
+    starts: Sequence[Start]
+    steps: int
+    radius: float
+    seed: int
+
+
+def rollout_sim(sim: PushTSim, trials: Trials) -> Outcomes:
     """Every policy from every start in the real simulator (module docstring)."""
+    policies, starts = trials.policies, trials.starts
     success = np.zeros((len(policies), len(starts)), dtype=bool)
     for p, spec in enumerate(policies):
         for e, start in enumerate(starts):
-            act = spec.make(seed, p, e)
+            act = spec.make(trials.seed, p, e)
             sim.set_pose(start.agent, start.block)
-            for _ in range(steps):
+            for _ in range(trials.steps):
                 sim.step(act(sim.agent_pos(), block_centroid(sim.block_pose())))
-                if _reached(block_centroid(sim.block_pose()), radius):
+                if _reached(block_centroid(sim.block_pose()), trials.radius):
                     success[p, e] = True
                     break
     return Outcomes(success, np.zeros_like(success, dtype=np.int64))
 
 
-def rollout_world_model(
-    model: WorldModelDynamics,
-    sim: PushTSim,
-    policies: Sequence[PolicyDef],
-    starts: Sequence[Start],
-    *,
-    steps: int,
-    radius: float,
-    seed: int,
-) -> Outcomes:
+def rollout_world_model(model: WorldModelDynamics, sim: PushTSim, trials: Trials) -> Outcomes:
     """Every policy from every start inside ``model``, all episodes batched (module docstring);
     ``sim`` only renders the start frames."""
+    policies, starts = trials.policies, trials.starts
     n_p, n_e = len(policies), len(starts)
     first = []
     for start in starts:
@@ -143,7 +140,7 @@ def rollout_world_model(
     frames_u8 = np.stack([first[e] for _ in range(n_p) for e in range(n_e)])
     tokens = model.encode(frames_u8)
     frames = frames_u8.astype(np.float32) / 255.0
-    acts = [spec.make(seed, p, e) for p, spec in enumerate(policies) for e in range(n_e)]
+    acts = [spec.make(trials.seed, p, e) for p, spec in enumerate(policies) for e in range(n_e)]
     seen = [segment(f) for f in frames_u8]
     agent = [
         s.agent if s.agent is not None else start_of(starts, i, n_e).agent
@@ -155,7 +152,7 @@ def rollout_world_model(
     ]
     done = np.zeros(n_p * n_e, dtype=bool)
     lost = np.zeros(n_p * n_e, dtype=np.int64)
-    for _ in range(steps):
+    for _ in range(trials.steps):
         live = np.flatnonzero(~done)
         if not live.size:
             break
@@ -168,7 +165,7 @@ def rollout_world_model(
                 lost[i] += 1
             agent[i] = s.agent if s.agent is not None else agent[i]
             block[i] = s.block if s.block is not None else block[i]
-            done[i] = _reached(s.block, radius)
+            done[i] = _reached(s.block, trials.radius)
     return Outcomes(done.reshape(n_p, n_e), lost.reshape(n_p, n_e))
 
 

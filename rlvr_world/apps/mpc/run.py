@@ -228,6 +228,7 @@ def run_policy_eval(cfg: PolicyEvalConfig, config_path: str) -> dict[str, Any]:
     from rlvr_world.mpc.policy_eval import (
         Outcomes,
         PolicyDef,
+        Trials,
         compare_estimates,
         policy_starts,
         rollout_sim,
@@ -247,15 +248,14 @@ def run_policy_eval(cfg: PolicyEvalConfig, config_path: str) -> dict[str, Any]:
     with PushTSim() as sim:
         starts = policy_starts(sim, e.episodes, e.seed, e.start_distance)
         t = time.perf_counter()
-        truth = rollout_sim(sim, policies, starts, steps=e.steps, radius=e.goal_radius, seed=e.seed)
+        trials = Trials(policies, starts, steps=e.steps, radius=e.goal_radius, seed=e.seed)
+        truth = rollout_sim(sim, trials)
         seconds["simulator"] = time.perf_counter() - t
         for name, model in models.items():
             if isinstance(model, ModelUnavailable):
                 continue
             t = time.perf_counter()
-            outcomes[name] = rollout_world_model(
-                model, sim, policies, starts, steps=e.steps, radius=e.goal_radius, seed=e.seed
-            )
+            outcomes[name] = rollout_world_model(model, sim, trials)
             seconds[name] = time.perf_counter() - t
             logger.info("policy evaluation in %s: %.0f s", name, seconds[name])
     comparison = (
