@@ -37,6 +37,21 @@ VLLM_VENV ?= .venv-vllm
 vllm-setup:
 	scripts/setup_vllm_cpu.sh $(VLLM_VENV)
 
+# vLLM on a GPU machine, in its own environment too (.venv-vllm; pyproject.toml's vllm extra says
+# why): the official CUDA build of the release the CPU build above is; docs/gpu.md.
+.PHONY: vllm-gpu-setup gpu-check
+vllm-gpu-setup:
+	scripts/setup_vllm_gpu.sh $(VLLM_VENV)
+
+# The GPU-only paths end to end where CUDA exists (scripts/gpu_check.py; docs/gpu.md): the
+# gpu-marked tests, the rollout service on the GPU with a weight reload, the text run of
+# configs/pipeline/gpt_simulator_gpu.yaml with its headline, the video smoke; at most 6 minutes,
+# into gpu_check.json. Without CUDA it refuses at once (exit 3). .venv's Python where there is
+# one, else python3 (the lent GPU machine has no package index: docs/gpu.md lists what to carry).
+GPU_PYTHON ?= $(if $(wildcard $(BIN)/python),$(BIN)/python,python3)
+gpu-check:
+	$(GPU_PYTHON) scripts/gpu_check.py
+
 # Debian's chromium + chromium-driver for the web collector (`rlvr-world collect web`) and its
 # slow test; idempotent (nothing happens when both are installed); `make test` sets it up.
 chromium-setup:
