@@ -1,4 +1,4 @@
-"""Video frame rewards: L1, MSE, PSNR, SSIM and perceptual distances, weighted and aggregated.
+"""Video frame rewards: L1, MSE, PSNR, SSIM, perceptual and action-following terms, weighted.
 
 What it does: validates predicted and ground-truth frames, computes per-frame losses (vectorised
 over time), combines them with the weights of a ``VideoRewardConfig``, adds an optional repetition
@@ -8,7 +8,10 @@ penalty and aggregates over frames with ``mean | last | discount``::
     reward = -aggregate_t(loss_t)
 
 with ``loss_l1 = L1``, ``loss_mse = MSE``, ``loss_ssim = 1 - SSIM``, ``loss_psnr = -PSNR`` and
-``loss_lpips``/``loss_stlpips`` the perceptual distance. The default config is the paper's
+``loss_lpips``/``loss_stlpips`` the perceptual distance, ``loss_idm`` the normalised action error
+an inverse-dynamics model reads from the frames and ``loss_state`` the normalised error of the
+PushT agent and block centres segmented from them (``rlvr_world.rewards.video_action``). The
+default config is the paper's
 ``-(MAE + LPIPS)`` (single step) and ``-(1/T) sum_t (MAE_t + LPIPS_t)`` (multi-step, README's
 ``reward_fn=mae``, ``msp_reward_aggregate=mean``).
 
@@ -26,16 +29,19 @@ Choices (see docs/reference.md#video-reward):
 * With ``patch_grid`` (rows, cols) the result also carries ``patch_rewards``, one per cell of
   each frame: L1 and MSE per patch, the perceptual distances per patch where the scorer has a
   spatial map (``patch_distances``: LPIPS's spatial output averaged over the cell), every other
-  term the frame's; they average to the frame's reward. Not in the reference (our per-token
+  term the frame's (``idm`` and ``state`` are frame-level: each patch gets the frame's value);
+  they average to the frame's reward. Not in the reference (our per-token
   credit, ``rl.token_credit``).
 * The repetition penalty is not in the reference (which only resamples repeats at evaluation);
   its default weight is 0.
 
 What it does not do: no torch. Perceptual distances come from a ``PerceptualScorer`` the caller
-passes in (``rlvr_world.rewards.perceptual`` builds LPIPS and ST-LPIPS ones). ``score_video`` never
+passes in (``rlvr_world.rewards.perceptual`` builds LPIPS and ST-LPIPS ones), read actions from an
+``ActionReader`` (``rlvr_world.video.idm`` is one). ``score_video`` never
 raises for bad frames: it returns status ``invalid_input``; ``validate_video`` raises
 ``InvalidInput`` for service boundaries. A wrongly wired config (a perceptual weight without its
-scorer) raises ``InvalidInput``, since no prediction can be scored with it.
+scorer, an ``idm`` weight without its reader) raises ``InvalidInput``, since no prediction can
+be scored with it.
 """
 
 from __future__ import annotations
@@ -51,12 +57,18 @@ from numpy.typing import NDArray
 
 from rlvr_world.rewards.patches import check_grid, check_grid_fits, patch_rewards
 from rlvr_world.rewards.types import InvalidInput, RewardResult, Status, failed
+from rlvr_world.rewards.video_action import (
+    ACTION_TERMS,
+    ActionReader,
+    action_terms,
+    requested_terms,
+)
 from rlvr_world.shapes import FRAME_NDIM
 
 FloatArray = NDArray[np.float64]
 
 #: Metric names a weight may use.
-METRIC_NAMES = ("l1", "mse", "psnr", "ssim", "lpips", "stlpips")
+METRIC_NAMES = ("l1", "mse", "psnr", "ssim", "lpips", "stlpips", *ACTION_TERMS)
 #: Metrics that need a ``PerceptualScorer``.
 PERCEPTUAL_METRICS = ("lpips", "stlpips")
 AGGREGATIONS = ("mean", "last", "discount")
@@ -102,6 +114,8 @@ class VideoRewardConfig:
     """How frame losses become one reward. The defaults are the paper's ``-(MAE + LPIPS)``.
 
     ``weights``: metric name (``METRIC_NAMES``) -> non-negative weight, at least one positive.
+    ``idm`` and ``state`` named with weight 0 are measured (their metrics reported) but add
+    nothing to the loss; unnamed, they do not run.
     ``aggregation``: ``mean`` over frames, the ``last`` frame, or ``discount`` (normalised
     ``gamma^t`` weights; ``gamma`` in (0, 1]). ``repetition_penalty`` (>= 0) is added to the loss of
     each predicted frame whose mean absolute difference to the frame before it (the given
@@ -386,9 +400,16 @@ def frame_metrics_and_cells(
 def metric_losses(
     metrics: Mapping[str, FloatArray], names: tuple[str, ...]
 ) -> dict[str, FloatArray]:
-    """Per-frame losses for ``names``: the metric, ``1 - ssim``, or ``-psnr``."""
+    """Per-frame losses for ``names``: the metric, ``1 - ssim``, or ``-psnr``. The action terms
+    are not frame metrics (``score_video`` computes them from actions and states): naming one
+    without its values raises ``InvalidInput``."""
     losses: dict[str, FloatArray] = {}
     for name in names:
+        if name in ACTION_TERMS and name not in metrics:
+            raise InvalidInput(
+                f"weights[{name!r}]: the {name} term needs true actions or states; score it with "
+                "score_video(..., actions=, states=, idm=)"
+            )
         if name == "ssim":
             losses[name] = 1.0 - metrics[name]
         elif name == "psnr":
@@ -405,16 +426,29 @@ def score_video(
     *,
     previous_frame: object | None = None,
     perceptual: PerceptualScorer | Mapping[str, PerceptualScorer] | None = None,
+    actions: object | None = None,
+    states: object | None = None,
+    idm: ActionReader | None = None,
 ) -> RewardResult:
     """Score predicted frames against the ground truth (see the module docstring for the formula).
 
-    Bad frames give status ``invalid_input`` with the reason; a perceptual scorer returning
-    non-finite values gives ``error``. Raises ``InvalidInput`` only when ``perceptual`` does not
-    match ``config`` (a wiring error). Metrics: means over frames of l1, mse, psnr, ssim (when the
-    frames are >= 11x11) and lpips/stlpips (when a scorer is given), ``repetition_rate`` (copied
-    frames over frames that had a predecessor to compare with) and ``n_frames``.
+    ``actions`` ``(T, D)``: the true action of each predicted frame (the ``idm`` term, read by
+    ``idm``); ``states`` ``(T, 5)``: the true PushT state after each predicted frame (the
+    ``state`` term); both used only when the config names the term. Bad frames, actions or
+    states give status ``invalid_input`` with the reason; a perceptual scorer or reader returning
+    non-finite values gives ``error``. Raises ``InvalidInput`` only when ``perceptual`` or ``idm``
+    does not match ``config`` (a wiring error). Metrics: means over frames of l1, mse, psnr, ssim
+    (when the frames are >= 11x11), lpips/stlpips (when a scorer is given) and the action terms'
+    (``rlvr_world.rewards.video_action``), ``repetition_rate`` (copied frames over frames that
+    had a predecessor to compare with) and ``n_frames``.
     """
     scorers = _perceptual_scorers(config, perceptual)
+    terms = requested_terms(config.weights)
+    if "idm" in terms and idm is None:
+        raise InvalidInput(
+            "weights['idm'] needs an ActionReader (an inverse-dynamics model: "
+            "rlvr_world.video.idm.load_idm). It is never silently 0."
+        )
     try:
         p, t, prev = validate_video(pred, target, previous_frame)
         if "ssim" in config.active() and min(p.shape[1], p.shape[2]) < SSIM_WINDOW:
@@ -429,11 +463,14 @@ def score_video(
         return failed(Status.INVALID_INPUT, str(exc))
     try:
         metrics, cells = frame_metrics_and_cells(p, t, scorers, grid)
-    except InvalidInput as exc:  # frames a perceptual backbone cannot take (too small)
+        by_action = action_terms(terms, p, prev, actions=actions, states=states, reader=idm)
+    except InvalidInput as exc:  # frames a backbone or the IDM cannot take, bad actions/states
         return failed(Status.INVALID_INPUT, str(exc))
     except ArithmeticError as exc:
         return failed(Status.ERROR, str(exc))
-    losses = metric_losses(metrics, config.active())
+    active = config.active()
+    losses = metric_losses(metrics, tuple(m for m in active if m not in ACTION_TERMS))
+    losses.update({m: v for m, v in by_action.losses.items() if m in active})
     repeats = repeated_frames(p, prev, config.repetition_threshold)
     loss_t = config.repetition_penalty * repeats.astype(np.float64)
     for name, values in losses.items():
@@ -443,6 +480,7 @@ def score_video(
         return failed(Status.ERROR, f"reward overflowed to {reward!r}; check the weights")
     checked = p.shape[0] - 1 + (prev is not None)
     report = {name: float(values.mean()) for name, values in metrics.items()}
+    report.update(by_action.metrics)
     report["repetition_rate"] = float(repeats.sum()) / checked if checked else 0.0
     report["n_frames"] = float(p.shape[0])
     patches: tuple[float, ...] = ()
