@@ -25,7 +25,7 @@ _sym_db = _symbol_database.Default()
 from rlvr_world.v1 import common_pb2 as rlvr__world_dot_v1_dot_common__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1arlvr_world/v1/reward.proto\x12\rrlvr_world.v1\x1a\x1arlvr_world/v1/common.proto\"\xfe\x01\n\x0cVideoOptions\x12\x39\n\x07weights\x18\x01 \x03(\x0b\x32(.rlvr_world.v1.VideoOptions.WeightsEntry\x12\x13\n\x0b\x61ggregation\x18\x02 \x01(\t\x12\r\n\x05gamma\x18\x03 \x01(\x01\x12\x1a\n\x12repetition_penalty\x18\x04 \x01(\x01\x12\x1c\n\x14repetition_threshold\x18\x05 \x01(\x01\x12\x11\n\tlpips_net\x18\x06 \x01(\t\x12\x12\n\npatch_grid\x18\x07 \x03(\x05\x1a.\n\x0cWeightsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\x01:\x02\x38\x01\"`\n\x0cScoreOptions\x12\x0f\n\x07variant\x18\x01 \x01(\t\x12\x13\n\x0breward_type\x18\x02 \x01(\t\x12*\n\x05video\x18\x03 \x01(\x0b\x32\x1b.rlvr_world.v1.VideoOptions\"\xc6\x02\n\x0cScoreRequest\x12\x12\n\nrequest_id\x18\x01 \x01(\t\x12!\n\x04task\x18\x02 \x01(\x0e\x32\x13.rlvr_world.v1.Task\x12\x0e\n\x04text\x18\x03 \x01(\tH\x00\x12\'\n\x06\x66rames\x18\x04 \x01(\x0b\x32\x15.rlvr_world.v1.TensorH\x00\x12\x14\n\x0cground_truth\x18\x05 \x01(\t\x12,\n\rtarget_frames\x18\x06 \x01(\x0b\x32\x15.rlvr_world.v1.Tensor\x12-\n\x0eprevious_frame\x18\x07 \x01(\x0b\x32\x15.rlvr_world.v1.Tensor\x12\x17\n\x0f\x65xtra_info_json\x18\x08 \x01(\t\x12,\n\x07options\x18\t \x01(\x0b\x32\x1b.rlvr_world.v1.ScoreOptionsB\x0c\n\nprediction\"\xf4\x01\n\rScoreResponse\x12\x12\n\nrequest_id\x18\x01 \x01(\t\x12\x0e\n\x06reward\x18\x02 \x01(\x01\x12+\n\x06status\x18\x03 \x01(\x0e\x32\x1b.rlvr_world.v1.RewardStatus\x12:\n\x07metrics\x18\x04 \x03(\x0b\x32).rlvr_world.v1.ScoreResponse.MetricsEntry\x12\x0f\n\x07message\x18\x05 \x01(\t\x12\x15\n\rpatch_rewards\x18\x06 \x03(\x01\x1a.\n\x0cMetricsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\x01:\x02\x38\x01\"B\n\x11ScoreBatchRequest\x12-\n\x08requests\x18\x01 \x03(\x0b\x32\x1b.rlvr_world.v1.ScoreRequest\"E\n\x12ScoreBatchResponse\x12/\n\tresponses\x18\x01 \x03(\x0b\x32\x1c.rlvr_world.v1.ScoreResponse2\xf4\x01\n\rRewardService\x12\x42\n\x05Score\x12\x1b.rlvr_world.v1.ScoreRequest\x1a\x1c.rlvr_world.v1.ScoreResponse\x12Q\n\nScoreBatch\x12 .rlvr_world.v1.ScoreBatchRequest\x1a!.rlvr_world.v1.ScoreBatchResponse\x12L\n\x0bScoreStream\x12\x1b.rlvr_world.v1.ScoreRequest\x1a\x1c.rlvr_world.v1.ScoreResponse(\x01\x30\x01\x62\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1arlvr_world/v1/reward.proto\x12\rrlvr_world.v1\x1a\x1arlvr_world/v1/common.proto\"\xfe\x01\n\x0cVideoOptions\x12\x39\n\x07weights\x18\x01 \x03(\x0b\x32(.rlvr_world.v1.VideoOptions.WeightsEntry\x12\x13\n\x0b\x61ggregation\x18\x02 \x01(\t\x12\r\n\x05gamma\x18\x03 \x01(\x01\x12\x1a\n\x12repetition_penalty\x18\x04 \x01(\x01\x12\x1c\n\x14repetition_threshold\x18\x05 \x01(\x01\x12\x11\n\tlpips_net\x18\x06 \x01(\t\x12\x12\n\npatch_grid\x18\x07 \x03(\x05\x1a.\n\x0cWeightsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\x01:\x02\x38\x01\"`\n\x0cScoreOptions\x12\x0f\n\x07variant\x18\x01 \x01(\t\x12\x13\n\x0breward_type\x18\x02 \x01(\t\x12*\n\x05video\x18\x03 \x01(\x0b\x32\x1b.rlvr_world.v1.VideoOptions\"\x95\x03\n\x0cScoreRequest\x12\x12\n\nrequest_id\x18\x01 \x01(\t\x12!\n\x04task\x18\x02 \x01(\x0e\x32\x13.rlvr_world.v1.Task\x12\x0e\n\x04text\x18\x03 \x01(\tH\x00\x12\'\n\x06\x66rames\x18\x04 \x01(\x0b\x32\x15.rlvr_world.v1.TensorH\x00\x12\x14\n\x0cground_truth\x18\x05 \x01(\t\x12,\n\rtarget_frames\x18\x06 \x01(\x0b\x32\x15.rlvr_world.v1.Tensor\x12-\n\x0eprevious_frame\x18\x07 \x01(\x0b\x32\x15.rlvr_world.v1.Tensor\x12\x17\n\x0f\x65xtra_info_json\x18\x08 \x01(\t\x12,\n\x07options\x18\t \x01(\x0b\x32\x1b.rlvr_world.v1.ScoreOptions\x12&\n\x07\x61\x63tions\x18\n \x01(\x0b\x32\x15.rlvr_world.v1.Tensor\x12%\n\x06states\x18\x0b \x01(\x0b\x32\x15.rlvr_world.v1.TensorB\x0c\n\nprediction\"\xf4\x01\n\rScoreResponse\x12\x12\n\nrequest_id\x18\x01 \x01(\t\x12\x0e\n\x06reward\x18\x02 \x01(\x01\x12+\n\x06status\x18\x03 \x01(\x0e\x32\x1b.rlvr_world.v1.RewardStatus\x12:\n\x07metrics\x18\x04 \x03(\x0b\x32).rlvr_world.v1.ScoreResponse.MetricsEntry\x12\x0f\n\x07message\x18\x05 \x01(\t\x12\x15\n\rpatch_rewards\x18\x06 \x03(\x01\x1a.\n\x0cMetricsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\x01:\x02\x38\x01\"B\n\x11ScoreBatchRequest\x12-\n\x08requests\x18\x01 \x03(\x0b\x32\x1b.rlvr_world.v1.ScoreRequest\"E\n\x12ScoreBatchResponse\x12/\n\tresponses\x18\x01 \x03(\x0b\x32\x1c.rlvr_world.v1.ScoreResponse2\xf4\x01\n\rRewardService\x12\x42\n\x05Score\x12\x1b.rlvr_world.v1.ScoreRequest\x1a\x1c.rlvr_world.v1.ScoreResponse\x12Q\n\nScoreBatch\x12 .rlvr_world.v1.ScoreBatchRequest\x1a!.rlvr_world.v1.ScoreBatchResponse\x12L\n\x0bScoreStream\x12\x1b.rlvr_world.v1.ScoreRequest\x1a\x1c.rlvr_world.v1.ScoreResponse(\x01\x30\x01\x62\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -43,15 +43,15 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_SCOREOPTIONS']._serialized_start=330
   _globals['_SCOREOPTIONS']._serialized_end=426
   _globals['_SCOREREQUEST']._serialized_start=429
-  _globals['_SCOREREQUEST']._serialized_end=755
-  _globals['_SCORERESPONSE']._serialized_start=758
-  _globals['_SCORERESPONSE']._serialized_end=1002
-  _globals['_SCORERESPONSE_METRICSENTRY']._serialized_start=956
-  _globals['_SCORERESPONSE_METRICSENTRY']._serialized_end=1002
-  _globals['_SCOREBATCHREQUEST']._serialized_start=1004
-  _globals['_SCOREBATCHREQUEST']._serialized_end=1070
-  _globals['_SCOREBATCHRESPONSE']._serialized_start=1072
-  _globals['_SCOREBATCHRESPONSE']._serialized_end=1141
-  _globals['_REWARDSERVICE']._serialized_start=1144
-  _globals['_REWARDSERVICE']._serialized_end=1388
+  _globals['_SCOREREQUEST']._serialized_end=834
+  _globals['_SCORERESPONSE']._serialized_start=837
+  _globals['_SCORERESPONSE']._serialized_end=1081
+  _globals['_SCORERESPONSE_METRICSENTRY']._serialized_start=1035
+  _globals['_SCORERESPONSE_METRICSENTRY']._serialized_end=1081
+  _globals['_SCOREBATCHREQUEST']._serialized_start=1083
+  _globals['_SCOREBATCHREQUEST']._serialized_end=1149
+  _globals['_SCOREBATCHRESPONSE']._serialized_start=1151
+  _globals['_SCOREBATCHRESPONSE']._serialized_end=1220
+  _globals['_REWARDSERVICE']._serialized_start=1223
+  _globals['_REWARDSERVICE']._serialized_end=1467
 # @@protoc_insertion_point(module_scope)

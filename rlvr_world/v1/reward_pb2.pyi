@@ -43,7 +43,7 @@ class ScoreOptions(_message.Message):
     def __init__(self, variant: _Optional[str] = ..., reward_type: _Optional[str] = ..., video: _Optional[_Union[VideoOptions, _Mapping]] = ...) -> None: ...
 
 class ScoreRequest(_message.Message):
-    __slots__ = ("request_id", "task", "text", "frames", "ground_truth", "target_frames", "previous_frame", "extra_info_json", "options")
+    __slots__ = ("request_id", "task", "text", "frames", "ground_truth", "target_frames", "previous_frame", "extra_info_json", "options", "actions", "states")
     REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
     TASK_FIELD_NUMBER: _ClassVar[int]
     TEXT_FIELD_NUMBER: _ClassVar[int]
@@ -53,6 +53,8 @@ class ScoreRequest(_message.Message):
     PREVIOUS_FRAME_FIELD_NUMBER: _ClassVar[int]
     EXTRA_INFO_JSON_FIELD_NUMBER: _ClassVar[int]
     OPTIONS_FIELD_NUMBER: _ClassVar[int]
+    ACTIONS_FIELD_NUMBER: _ClassVar[int]
+    STATES_FIELD_NUMBER: _ClassVar[int]
     request_id: str
     task: _common_pb2.Task
     text: str
@@ -62,7 +64,9 @@ class ScoreRequest(_message.Message):
     previous_frame: _common_pb2.Tensor
     extra_info_json: str
     options: ScoreOptions
-    def __init__(self, request_id: _Optional[str] = ..., task: _Optional[_Union[_common_pb2.Task, str]] = ..., text: _Optional[str] = ..., frames: _Optional[_Union[_common_pb2.Tensor, _Mapping]] = ..., ground_truth: _Optional[str] = ..., target_frames: _Optional[_Union[_common_pb2.Tensor, _Mapping]] = ..., previous_frame: _Optional[_Union[_common_pb2.Tensor, _Mapping]] = ..., extra_info_json: _Optional[str] = ..., options: _Optional[_Union[ScoreOptions, _Mapping]] = ...) -> None: ...
+    actions: _common_pb2.Tensor
+    states: _common_pb2.Tensor
+    def __init__(self, request_id: _Optional[str] = ..., task: _Optional[_Union[_common_pb2.Task, str]] = ..., text: _Optional[str] = ..., frames: _Optional[_Union[_common_pb2.Tensor, _Mapping]] = ..., ground_truth: _Optional[str] = ..., target_frames: _Optional[_Union[_common_pb2.Tensor, _Mapping]] = ..., previous_frame: _Optional[_Union[_common_pb2.Tensor, _Mapping]] = ..., extra_info_json: _Optional[str] = ..., options: _Optional[_Union[ScoreOptions, _Mapping]] = ..., actions: _Optional[_Union[_common_pb2.Tensor, _Mapping]] = ..., states: _Optional[_Union[_common_pb2.Tensor, _Mapping]] = ...) -> None: ...
 
 class ScoreResponse(_message.Message):
     __slots__ = ("request_id", "reward", "status", "metrics", "message", "patch_rewards")

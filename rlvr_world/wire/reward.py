@@ -141,7 +141,7 @@ def verl_request(row: Mapping[str, Any], request_id: str = "") -> reward_pb2.Sco
     )
 
 
-def frames_request(  # noqa: PLR0913 (the frames, then one keyword per VideoOptions field)
+def frames_request(  # noqa: PLR0913 (the arrays, then one keyword per VideoOptions field)
     pred: np.ndarray,
     target: np.ndarray,
     previous_frame: np.ndarray | None = None,
@@ -152,9 +152,14 @@ def frames_request(  # noqa: PLR0913 (the frames, then one keyword per VideoOpti
     repetition_penalty: float = 0.0,
     request_id: str = "",
     patch_grid: tuple[int, int] | None = None,
+    actions: np.ndarray | None = None,
+    states: np.ndarray | None = None,
 ) -> reward_pb2.ScoreRequest:
     """Video request from numpy frames (T, H, W, C) or (H, W, C), uint8 or float in [0, 1];
-    ``patch_grid`` ``(rows, cols)`` asks for the reward of each patch too."""
+    ``patch_grid`` ``(rows, cols)`` asks for the reward of each patch too. ``actions`` ``(T, A)``:
+    the true action of each predicted frame in the world model's action space (the ``idm``
+    weight); ``states`` ``(T, 5)``: the true PushT state after each predicted frame, ``(agent x,
+    agent y, block x, block y, block angle)`` (the ``state`` weight); both sent as float64."""
     req = reward_pb2.ScoreRequest(
         request_id=request_id,
         task=common_pb2.TASK_VIDEO,
@@ -172,6 +177,10 @@ def frames_request(  # noqa: PLR0913 (the frames, then one keyword per VideoOpti
     )
     if previous_frame is not None:
         req.previous_frame.CopyFrom(encode_tensor(previous_frame))
+    if actions is not None:
+        req.actions.CopyFrom(encode_tensor(np.asarray(actions, dtype=np.float64)))
+    if states is not None:
+        req.states.CopyFrom(encode_tensor(np.asarray(states, dtype=np.float64)))
     return req
 
 
