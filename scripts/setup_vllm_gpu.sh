@@ -12,8 +12,8 @@
 # stack.py), with PYTHONPATH set to the checkout, as on the CPU.
 #
 # Contents: the core dependencies and the `vllm` extra as pyproject.toml pins them, numpy at vLLM's
-# 2.3.5 instead of the core's 2.4.6 (vLLM's mistral-common[image] needs numpy < 2.4 on Python
-# <= 3.12: the reason `pip install -e '.[vllm]'` does not resolve), the versions vLLM decides
+# 2.3.5, the bottom of the core's range (vLLM's mistral-common[image] needs numpy < 2.4 on Python
+# <= 3.12), the versions vLLM decides
 # (VLLM_PINS: the set `pip --dry-run` resolved on 2026-12-04, the same as the CPU script's), then
 # this project with --no-deps. Idempotent (a stamp file records a finished install of this list).
 # Not run in this repository's sessions: they have no GPU; the dry run is what was checked.

@@ -7,9 +7,11 @@ list into a virtual environment and then the project itself with ``--no-deps``, 
 what its role imports and nothing else: the extras are per *feature* (``video`` carries the PushT
 recorder, ``trainer`` carries verl), an image is per *process*.
 
-``--replace torch=torch==2.13.0+cpu`` swaps a pin (an image built where only another torch build
-can be had); ``--replace torchvision=`` (empty) drops a package. Standard library only: it runs in
-the build stage before anything is installed.
+A range whose top is inclusive (``numpy>=2.3.5,<=2.4.6``: the core's, so that the ``vllm`` extra
+resolves) is pinned to that top (``numpy==2.4.6``), the release the tests run with: an image is
+built from exact pins only. ``--replace torch=torch==2.13.0+cpu`` swaps a pin (an image built
+where only another torch build can be had); ``--replace torchvision=`` (empty) drops a package.
+Standard library only: it runs in the build stage before anything is installed.
 """
 
 from __future__ import annotations
@@ -76,6 +78,17 @@ ROLES: dict[str, tuple[str, ...]] = {
 }
 
 _NAME = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._-]*)")
+_TOP = re.compile(r"<=\s*([A-Za-z0-9.+!]+)")
+
+
+def exact(req: str) -> str:
+    """``req`` as an exact pin: a range with an inclusive top becomes ``name==top``."""
+    top = _TOP.search(req)
+    if "==" in req or top is None:
+        return req
+    match = _NAME.match(req)
+    assert match is not None
+    return f"{match.group(1)}=={top.group(1)}"
 
 
 def normalise(name: str) -> str:
@@ -98,7 +111,7 @@ def pins(pyproject: dict[str, object]) -> dict[str, str]:
             name = normalise(match.group(1))
             if name in out and out[name] != req:
                 raise SystemExit(f"pyproject.toml pins {name} twice: {out[name]!r}, {req!r}")
-            out[name] = req
+            out[name] = exact(req)
     return out
 
 

