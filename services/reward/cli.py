@@ -2,11 +2,13 @@
 
 Thin: the options below plus the scaffold's common ones (``rlvr_world.scaffold.cli``) override the
 ``RLVR_REWARD_*`` environment (only those given on the command line), then the server module is
-imported and run. ``--help`` imports neither grpc nor torch.
+imported and run. ``--help`` imports neither grpc nor torch. A service that refuses to start (an
+``--idm-path`` it cannot load) exits 2 with the reason.
 """
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from rlvr_world.scaffold.cli import Option, ServiceCommand
@@ -24,6 +26,12 @@ _OPTIONS: tuple[Option, ...] = (
         "torch device for LPIPS (default: cuda if any)",
     ),
     ("--lpips-weights", "lpips_weights", str, "local LPIPS backbone weights file"),
+    (
+        "--idm-path",
+        "idm_path",
+        str,
+        "inverse-dynamics model folder (rlvr-world video train-idm) for the idm weight",
+    ),
     ("--default-data-source", "default_data_source", str, "/get_reward plain-label data_source"),
     (
         "--max-connection-age-s",
@@ -41,9 +49,14 @@ def _settings(given: dict[str, Any]) -> Any:
 
 
 async def _serve(settings: Any) -> None:
+    from services.reward.models import IdmUnavailable
     from services.reward.server import serve
 
-    await serve(settings)
+    try:
+        await serve(settings)
+    except IdmUnavailable as exc:  # refused to start: exit 2 with the reason, no traceback
+        logging.getLogger(__name__).error("reward service not started: %s", exc)
+        raise SystemExit(2) from None
 
 
 COMMAND = ServiceCommand(

@@ -13,6 +13,12 @@ Frames: raw little-endian C-order bytes + shape + dtype (``common.proto`` ``Tens
 ``(T, H, W, C)`` or ``(H, W, C)`` with C in {1, 3}. Float dtypes hold values in [0, 1] (predictions
 are clamped by the scorer, targets outside are rejected), integer dtypes values in [0, 255] (int32
 and int64 become uint8). NaN or infinity is rejected.
+
+The action-following terms (``check_action_inputs``): ``actions`` ``(T, A)`` and ``states``
+``(T, 5)``, any numeric dtype, become finite float64 with one row per predicted frame whenever
+they are sent. A weight ``idm`` (any value: 0 measures only) needs an IDM loaded by the service
+(``idm``: its config, None when ``idm_path`` is unset), ``actions`` of its dimension,
+``previous_frame`` and RGB frames of its size; a weight ``state`` needs ``states`` and RGB frames.
 """
 
 from __future__ import annotations
@@ -28,7 +34,8 @@ from rlvr_world.bounded_json import loads_bounded
 from rlvr_world.rewards.dispatch import TextScoreRequest, describe_validation_error
 from rlvr_world.rewards.types import InvalidInput, RewardResult, Status
 from rlvr_world.rewards.video import VideoRewardConfig
-from rlvr_world.shapes import FRAME_NDIM, FRAMES_NDIM, GREY_CHANNELS, RGB_CHANNELS
+from rlvr_world.rewards.video_action import STATE_FIELDS, STATE_SIZE, ReaderConfig
+from rlvr_world.shapes import FRAME_NDIM, FRAMES_NDIM, GREY_CHANNELS, MATRIX_NDIM, RGB_CHANNELS
 from rlvr_world.v1 import common_pb2, reward_pb2
 from rlvr_world.wire import codec
 from rlvr_world.wire.codec import (
@@ -123,6 +130,10 @@ class VideoJob:
     previous_frame: np.ndarray | None
     config: VideoRewardConfig
     task: str = "video"
+    #: The true action of each predicted frame, ``(T, A)`` float64 (the ``idm`` term).
+    actions: np.ndarray | None = None
+    #: The true PushT state after each predicted frame, ``(T, 5)`` float64 (the ``state`` term).
+    states: np.ndarray | None = None
 
 
 Job = TextJob | RawTextJob | VideoJob
@@ -174,9 +185,17 @@ def check_unit_range(arr: np.ndarray, name: str, tolerance: float = 1e-6) -> Non
 
 
 def frames_job(
-    pred: np.ndarray, target: np.ndarray | None, previous: np.ndarray | None, spec: VideoSpec
+    pred: np.ndarray,
+    target: np.ndarray | None,
+    previous: np.ndarray | None,
+    spec: VideoSpec,
+    *,
+    actions: np.ndarray | None = None,
+    states: np.ndarray | None = None,
+    idm: ReaderConfig | None,
 ) -> VideoJob:
-    """Check the shapes of already-decoded frames against each other."""
+    """Check the shapes of already-decoded frames, actions and states against each other and
+    against the service's IDM (``idm``: None when it has none)."""
     if pred.ndim == FRAME_NDIM:
         pred = pred[None]
     if pred.ndim != FRAMES_NDIM or pred.shape[-1] not in (GREY_CHANNELS, RGB_CHANNELS):
@@ -196,7 +215,91 @@ def frames_job(
         raise InvalidInput(
             f"previous_frame.shape: expected {pred.shape[1:]} (one frame), got {previous.shape}"
         )
-    return VideoJob(pred=pred, target=target, previous_frame=previous, config=spec.config())
+    config = spec.config()
+    acts, sts = check_action_inputs(pred, previous, config, actions=actions, states=states, idm=idm)
+    return VideoJob(pred, target, previous, config, actions=acts, states=sts)
+
+
+#: Where the service's IDM is set, for messages.
+IDM_SETTING = "idm_path (RLVR_REWARD_IDM_PATH, --idm-path)"
+
+
+def _rows(arr: np.ndarray | None, name: str, n_frames: int) -> np.ndarray | None:
+    """Finite float64 ``(T, columns)`` with one row per predicted frame; ``InvalidInput``."""
+    if arr is None:
+        return None
+    if arr.ndim != MATRIX_NDIM:
+        raise InvalidInput(
+            f"{name}.shape: expected (T, columns), one row per frame, got {arr.shape}"
+        )
+    if arr.shape[0] != n_frames:
+        raise InvalidInput(
+            f"{name}.shape: {arr.shape[0]} rows for {n_frames} predicted frames "
+            f"(frames.shape[0]); one per predicted frame"
+        )
+    out = arr.astype(np.float64)
+    if not np.isfinite(out).all():
+        raise InvalidInput(f"{name}.data: contains NaN or infinity")
+    return out
+
+
+def check_action_inputs(
+    pred: np.ndarray,
+    previous: np.ndarray | None,
+    config: VideoRewardConfig,
+    *,
+    actions: np.ndarray | None,
+    states: np.ndarray | None,
+    idm: ReaderConfig | None,
+) -> tuple[np.ndarray | None, np.ndarray | None]:
+    """The checked ``(actions, states)`` of a video request (module docstring); ``InvalidInput``
+    naming the field. ``pred`` is ``(T, H, W, C)``."""
+    n, height, width, channels = pred.shape
+    acts, sts = _rows(actions, "actions", n), _rows(states, "states", n)
+    if sts is not None and sts.shape[1] != STATE_SIZE:
+        raise InvalidInput(
+            f"states.shape: expected (T, {STATE_SIZE}), ({', '.join(STATE_FIELDS)}) per frame, "
+            f"got {sts.shape}"
+        )
+    if "idm" in config.weights:
+        if idm is None:
+            raise InvalidInput(
+                "options.video.weights: 'idm' needs an inverse-dynamics model and this service "
+                f"has none loaded; start it with {IDM_SETTING} set to a folder written by "
+                "`rlvr-world video train-idm`"
+            )
+        if acts is None:
+            raise InvalidInput(
+                "actions: required with options.video.weights 'idm': the true action of each "
+                f"predicted frame, shape (T, {idm.action_dims})"
+            )
+        if acts.shape[1] != idm.action_dims:
+            raise InvalidInput(
+                f"actions.shape: {acts.shape}; the service's IDM reads actions of dimension "
+                f"{idm.action_dims}: expected ({n}, {idm.action_dims})"
+            )
+        if (height, width, channels) != (*idm.image_size, RGB_CHANNELS):
+            h, w = idm.image_size
+            raise InvalidInput(
+                f"frames.shape: {pred.shape}; the service's IDM reads RGB frames of {h}x{w} "
+                f"(T, {h}, {w}, 3) (its config.json image_size)"
+            )
+        if previous is None:
+            raise InvalidInput(
+                "previous_frame: required with options.video.weights 'idm' (the IDM reads the "
+                "first step from it to the first predicted frame)"
+            )
+    if "state" in config.weights:
+        if sts is None:
+            raise InvalidInput(
+                "states: required with options.video.weights 'state': the true PushT state after "
+                f"each predicted frame, shape (T, {STATE_SIZE}) ({', '.join(STATE_FIELDS)})"
+            )
+        if channels != RGB_CHANNELS:
+            raise InvalidInput(
+                f"frames.shape: {pred.shape}; the state term segments RGB frames (C = 3)"
+            )
+    return acts, sts
 
 
 # ---------------------------------------------------------------- text
@@ -266,11 +369,17 @@ def video_spec_from_proto(opts: reward_pb2.VideoOptions) -> VideoSpec:
     )
 
 
-def job_from_proto(req: reward_pb2.ScoreRequest) -> Job:
+def _optional(req: reward_pb2.ScoreRequest, name: str) -> np.ndarray | None:
+    """The request's ``actions`` or ``states`` as an array of the sent dtype, or None."""
+    return codec.tensor_array(getattr(req, name), name) if req.HasField(name) else None
+
+
+def job_from_proto(req: reward_pb2.ScoreRequest, idm: ReaderConfig | None = None) -> Job:
     """A proto ``ScoreRequest`` -> job; ``InvalidInput`` naming the proto field otherwise.
 
-    Text requests become a ``RawTextJob``: their ``extra_info_json`` and options are checked by the
-    scoring process (``RawTextJob.checked``), the rest here."""
+    ``idm``: the config of the service's IDM (None: the service has none; a video request that
+    weighs ``idm`` is refused). Text requests become a ``RawTextJob``: their ``extra_info_json``
+    and options are checked by the scoring process (``RawTextJob.checked``), the rest here."""
     task = task_name(req.task)
     kind = req.WhichOneof("prediction")
     if task == "video":
@@ -285,9 +394,20 @@ def job_from_proto(req: reward_pb2.ScoreRequest) -> Job:
             if req.HasField("previous_frame")
             else None
         )
-        return frames_job(pred, target, prev, video_spec_from_proto(req.options.video))
+        return frames_job(
+            pred,
+            target,
+            prev,
+            video_spec_from_proto(req.options.video),
+            actions=_optional(req, "actions"),
+            states=_optional(req, "states"),
+            idm=idm,
+        )
     if kind == "frames":
         raise InvalidInput(f"text: task {task} takes text, not frames")
+    for name in ("actions", "states"):
+        if req.HasField(name):
+            raise InvalidInput(f"{name}: only task video takes {name}, not {task}")
     opts = req.options
     return RawTextJob(
         task, req.text, req.ground_truth, req.extra_info_json, opts.variant, opts.reward_type

@@ -1,13 +1,15 @@
 """Scoring engine of one reward worker: a process pool for text, threads + micro-batching for video.
 
 Both transports (gRPC and HTTP) call ``RewardEngine.score`` with jobs from
-``services.reward.convert``: validated ones, or gRPC's ``RawTextJob`` whose parsing and validation
-run in the pool process (so the event loop does not pay for them; a bad one comes back
-``Rejected``). Text jobs (CPU-bound, pure Python) go to a ``spawn`` process pool of
-``settings.workers`` processes (``services.reward.pool``, fed from the event loop), in chunks so
-that inter-process overhead is paid per chunk, not per request. Video jobs run in a thread pool of
-this process; their LPIPS / ST-LPIPS distances go through one ``BatchedPerceptual`` per
-(metric, net), so concurrent requests share forward passes.
+``services.reward.convert`` (video ones checked against ``idm_config``, what the service's IDM
+reads): validated ones, or gRPC's ``RawTextJob`` whose parsing and validation run in the pool
+process (so the event loop does not pay for them; a bad one comes back ``Rejected``). Text jobs
+(CPU-bound, pure Python) go to a ``spawn`` process pool of ``settings.workers`` processes
+(``services.reward.pool``, fed from the event loop), in chunks so that inter-process overhead is
+paid per chunk, not per request. Video jobs run in a thread pool of this process
+(``services.reward.models``: LPIPS / ST-LPIPS and the IDM behind micro-batchers, so concurrent
+requests share forward passes). The IDM (``idm_path``) is loaded before the pool starts; a bad one
+stops ``start`` with ``models.IdmUnavailable``.
 
 Deadlines: every call has one (``settings.deadline_s`` or the caller's, whichever is shorter); a job
 not done by then (its result handled by the event loop before the deadline) is answered with status
@@ -21,7 +23,6 @@ import asyncio
 import logging
 import math
 import os
-import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
@@ -31,9 +32,8 @@ from typing import Any
 
 from rlvr_world.rewards.dispatch import TextScoreRequest, score_text
 from rlvr_world.rewards.types import InvalidInput, RewardResult, Status, failed
-from rlvr_world.rewards.video import PERCEPTUAL_METRICS, PerceptualScorer, score_video
+from rlvr_world.rewards.video_action import ReaderConfig
 from rlvr_world.v1 import common_pb2
-from services.reward.batching import BatchedPerceptual
 from services.reward.convert import (
     Job,
     RawTextJob,
@@ -44,6 +44,7 @@ from services.reward.convert import (
     result_to_proto,
 )
 from services.reward.metrics import RewardMetrics
+from services.reward.models import VideoModels
 from services.reward.pool import ChunkFailed, ProcessDied, ScoringPool
 from services.reward.rawbatch import (
     Entry,
@@ -163,6 +164,7 @@ class _Gathered:
 
     data: bytes
     entries: list[Entry]
+    idm: ReaderConfig | None
     pieces: list[tuple[int, bytes]] = field(default_factory=list)
     counts: Counter[tuple[str, str]] = field(default_factory=Counter)
     rejections: list[tuple[int, str]] = field(default_factory=list)
@@ -188,7 +190,7 @@ class _Gathered:
         for i in idx:
             try:
                 req = parse_entry(self.data, self.entries[i])
-                task = job_from_proto(req).task
+                task = job_from_proto(req, self.idm).task
             except InvalidInput as exc:
                 self.rejections.append((i, str(exc)))
                 continue
@@ -209,7 +211,7 @@ def chunks(n: int, workers: int, per_worker: int = 4) -> list[range]:
 
 
 class RewardEngine:
-    """Owns the process pool, the video threads and the perceptual batchers of one worker."""
+    """Owns the process pool, the video threads and the video models of one worker."""
 
     def __init__(self, settings: RewardSettings, metrics: RewardMetrics) -> None:
         self.settings = settings
@@ -217,8 +219,7 @@ class RewardEngine:
         self._pool: ScoringPool | None = None
         self._tracked = (-1, -1)  # last (busy, outstanding) written to the gauges
         self._threads = ThreadPoolExecutor(settings.video_threads, thread_name_prefix="video")
-        self._perceptual: dict[tuple[str, str], BatchedPerceptual] = {}
-        self._perceptual_lock = threading.Lock()
+        self.video = VideoModels(settings, metrics)
         self.ready = False
         #: pool processes ready to score
         self.live = 0
@@ -250,8 +251,16 @@ class RewardEngine:
             for listener in self._health_listeners:
                 listener(self.healthy)
 
+    @property
+    def idm_config(self) -> ReaderConfig | None:
+        """What the service's IDM reads; None without one (requests weighing ``idm`` refused)."""
+        return self.video.idm_config
+
     async def start(self) -> None:
-        """Start the pool and wait until every process answers; build preloaded scorers."""
+        """Load the IDM, start the pool and wait until every process answers; build preloaded
+        scorers. ``models.IdmUnavailable`` for a bad ``idm_path`` (nothing started)."""
+        loop = asyncio.get_running_loop()
+        await loop.run_in_executor(self._threads, self.video.load_idm)
         self._pool = ScoringPool(
             self.settings.workers,
             run_chunk,
@@ -259,13 +268,12 @@ class RewardEngine:
             on_change=self._track,
             on_live=lambda live: self._set_health(self.ready, live),
         )
-        loop = asyncio.get_running_loop()
         t0 = time.perf_counter()
         await self._pool.start()
         self.metrics.pool_workers.set(self.settings.workers)
         for spec in self.settings.preload_perceptual:
             metric, _, net = spec.partition(":")
-            await loop.run_in_executor(self._threads, self.perceptual, metric, net or "alex")
+            await loop.run_in_executor(self._threads, self.video.perceptual, metric, net or "alex")
         log.info(
             "scoring pool ready: %d processes in %.2fs",
             self.settings.workers,
@@ -279,58 +287,7 @@ class RewardEngine:
             self._pool.close()
             self._pool = None
         self._threads.shutdown(wait=True, cancel_futures=True)
-        for batcher in self._perceptual.values():
-            batcher.close()
-
-    # ------------------------------------------------------------ perceptual
-
-    def perceptual(self, metric: str, net: str) -> BatchedPerceptual:
-        """The batched scorer for (metric, net), built on first use."""
-        key = (metric, net)
-        with self._perceptual_lock:
-            if key not in self._perceptual:
-                import torch
-
-                from rlvr_world.rewards.perceptual import make_perceptual
-
-                torch.set_num_threads(self.settings.torch_threads)
-                weights = self.settings.lpips_weights if metric == "lpips" else None
-                scorer: PerceptualScorer = make_perceptual(
-                    metric,
-                    net,
-                    self.settings.perceptual_device,
-                    weights,
-                    batch_size=self.settings.perceptual_max_batch,
-                )
-                self._perceptual[key] = BatchedPerceptual(
-                    scorer,
-                    self.settings.perceptual_max_batch,
-                    self.settings.perceptual_max_wait_ms / 1000.0,
-                    on_batch=self.metrics.perceptual_batch.observe,
-                )
-                log.info("perceptual scorer %s/%s ready", metric, net)
-            return self._perceptual[key]
-
-    def _score_video(self, job: VideoJob) -> RewardResult:
-        t0 = time.perf_counter()
-        try:
-            scorers = {
-                m: self.perceptual(m, job.config.lpips_net)
-                for m in job.config.active()
-                if m in PERCEPTUAL_METRICS
-            }
-            result = score_video(
-                job.pred,
-                job.target,
-                job.config,
-                previous_frame=job.previous_frame,
-                perceptual=scorers,
-            )
-        except Exception as exc:  # e.g. LPIPS weights missing: a clear error status, not a crash
-            log.exception("video scoring failed")
-            result = failed(Status.ERROR, f"video scoring failed: {type(exc).__name__}: {exc}")
-        self.metrics.score_seconds.labels("video").observe(time.perf_counter() - t0)
-        return result
+        self.video.close()
 
     # ------------------------------------------------------------ scoring
 
@@ -385,7 +342,7 @@ class RewardEngine:
         for i, job in enumerate(jobs):
             if isinstance(job, VideoJob):
                 fut: asyncio.Future[Any] = loop.run_in_executor(
-                    self._threads, self._score_video, job
+                    self._threads, self.video.score, job
                 )
                 waiting[fut] = [i]
             else:
@@ -427,7 +384,7 @@ class RewardEngine:
         in_time = await self._wait(parts, timeout)
         if text:
             self.metrics.score_seconds.labels("text").observe(time.perf_counter() - t0)
-        out = _Gathered(data, entries)
+        out = _Gathered(data, entries, self.idm_config)
         deadline_msg = f"not scored within the {timeout:.3g}s deadline"
         for fut, idx in parts.items():
             if fut not in in_time:
@@ -462,7 +419,7 @@ class RewardEngine:
         for i in index:
             try:
                 req = parse_entry(data, entries[i])
-                jobs.append(job_from_proto(req))
+                jobs.append(job_from_proto(req, self.idm_config))
             except InvalidInput as exc:
                 call.rejections.append((i, str(exc)))
                 continue

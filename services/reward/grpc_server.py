@@ -79,7 +79,7 @@ class RewardServicer(reward_pb2_grpc.RewardServiceServicer):
     ) -> reward_pb2.ScoreResponse:
         with self._call("Score"):
             try:
-                job = job_from_proto(request)
+                job = job_from_proto(request, self.engine.idm_config)
             except InvalidInput as exc:
                 await self._reject(context, "invalid_input", str(exc))
                 raise  # unreachable: abort raises
@@ -129,7 +129,7 @@ class RewardServicer(reward_pb2_grpc.RewardServiceServicer):
             msg = f"request: malformed ScoreRequest message ({type(exc).__name__})"
             return result_to_proto("", failed(Status.INVALID_INPUT, msg))
         try:
-            job = job_from_proto(req)
+            job = job_from_proto(req, self.engine.idm_config)
         except InvalidInput as exc:
             self.metrics.rejected.labels("invalid_input", "grpc").inc()
             return result_to_proto(req.request_id, failed(Status.INVALID_INPUT, str(exc)))

@@ -73,6 +73,12 @@ class RewardMetrics:
             buckets=BATCH_BUCKETS,
             registry=r,
         )
+        self.idm_batch = Histogram(
+            "rlvr_reward_idm_batch_size",
+            "Steps (frame pairs) per forward pass of the inverse-dynamics model (idm weight).",
+            buckets=BATCH_BUCKETS,
+            registry=r,
+        )
         self.in_flight = Gauge(
             "rlvr_reward_in_flight_requests",
             "Calls being answered now, by transport.",

@@ -103,7 +103,11 @@ async def start_service(settings: RewardSettings) -> RunningService:
     settings.check_exposure("reward")  # before the pool starts, not after
     metrics = RewardMetrics()
     engine = RewardEngine(settings, metrics)
-    await engine.start()
+    try:
+        await engine.start()
+    except BaseException:  # models.IdmUnavailable, a pool that cannot start: stop what started
+        engine.close()
+        raise
     endpoint = create_server(settings, engine, metrics)
     await endpoint.start()
     engine.on_health(health_follower(endpoint))

@@ -48,13 +48,22 @@ class RewardSettings(ServiceSettings):
     )
     torch_threads: int = Field(default=1, ge=1, le=256, description="torch intra-op threads")
     perceptual_device: str | None = Field(
-        default=None, description="torch device for LPIPS/ST-LPIPS (default: cuda if available)"
+        default=None,
+        description="torch device for LPIPS/ST-LPIPS and the IDM (default: cuda if available)",
+    )
+    idm_path: Path | None = Field(
+        default=None,
+        description="inverse-dynamics model folder (rlvr-world video train-idm) for the idm "
+        "video weight, loaded at start-up (a bad one stops the start); unset: no idm weight",
     )
     lpips_weights: Path | None = Field(
         default=None, description="local LPIPS backbone weights (no download where offline)"
     )
     perceptual_max_batch: int = Field(
-        default=64, ge=1, le=4096, description="frame pairs per LPIPS/ST-LPIPS forward pass"
+        default=64,
+        ge=1,
+        le=4096,
+        description="frame pairs per forward pass of a video model (LPIPS/ST-LPIPS, the IDM)",
     )
     perceptual_max_wait_ms: float = Field(
         default=5.0, ge=0, le=10_000, description="longest a pair waits for its batch to fill"

@@ -1,8 +1,9 @@
 """``POST /v1/score/npz``: a video request as one NumPy ``.npz`` archive, read within limits.
 
 The archive (``np.savez``; compressed is fine) holds ``frames`` and ``target_frames``, optionally
-``previous_frame``, and optionally ``request``: a 0-d unicode array holding the JSON of the
-remaining typed fields (``request_id``, ``options``). Other members are ignored (never unpacked).
+``previous_frame``, ``actions`` ``(T, A)`` and ``states`` ``(T, 5)`` (the ``idm`` and ``state``
+weights), and optionally ``request``: a 0-d unicode array holding the JSON of the remaining typed
+fields (``request_id``, ``options``). Other members are ignored (never unpacked).
 
 A small compressed body can unpack to a lot of data, so before a member is unpacked its ``.npy``
 header is read and the bytes it declares count against one budget for the whole archive
@@ -24,13 +25,14 @@ from pydantic import ValidationError
 from rlvr_world.bounded_json import loads_bounded
 from rlvr_world.rewards.dispatch import describe_validation_error
 from rlvr_world.rewards.types import InvalidInput
+from rlvr_world.rewards.video_action import ReaderConfig
 from rlvr_world.wire import codec
 from services.reward import convert
 from services.reward.convert import Job, VideoSpec
 from services.reward.http.protocol import OptionsIn, ScoreRequestIn
 
 #: Members read, in this order (``request`` first: it names the request in later errors).
-MEMBERS = ("request", "frames", "target_frames", "previous_frame")
+MEMBERS = ("request", "frames", "target_frames", "previous_frame", "actions", "states")
 
 
 class _Budget:
@@ -101,12 +103,13 @@ def _meta(arr: np.ndarray | None) -> ScoreRequestIn:
         raise InvalidInput(f"request.{describe_validation_error(exc)}") from None
 
 
-def _frames(arr: np.ndarray | None, name: str) -> np.ndarray | None:
+def _array(arr: np.ndarray | None, name: str, *, frames: bool = True) -> np.ndarray | None:
+    """A member of a ``Tensor`` dtype, as checked frames (``frames``) or as it is."""
     if arr is None:
         return None
     if arr.dtype.name not in codec.DTYPES:
         raise InvalidInput(f"{name}.dtype: unsupported {arr.dtype.name!r}; expected {codec.DTYPES}")
-    return convert.to_unit_float(arr, name)
+    return convert.to_unit_float(arr, name) if frames else arr
 
 
 def video_spec(options: OptionsIn | None) -> VideoSpec:
@@ -125,8 +128,9 @@ def video_spec(options: OptionsIn | None) -> VideoSpec:
     )
 
 
-def job_from_npz(data: bytes, limit: int) -> tuple[str, Job]:
-    """An ``.npz`` body -> (request_id, job); see the module docstring."""
+def job_from_npz(data: bytes, limit: int, idm: ReaderConfig | None) -> tuple[str, Job]:
+    """An ``.npz`` body -> (request_id, job); see the module docstring. ``idm``: the config of
+    the service's IDM (None: it has none)."""
     try:
         zf = zipfile.ZipFile(io.BytesIO(data))
     except (zipfile.BadZipFile, ValueError, OSError, EOFError) as exc:
@@ -138,13 +142,16 @@ def job_from_npz(data: bytes, limit: int) -> tuple[str, Job]:
     with zf:
         arrays = {name: _member(zf, name, budget) for name in MEMBERS}
     meta = _meta(arrays["request"])
-    pred = _frames(arrays["frames"], "frames")
+    pred = _array(arrays["frames"], "frames")
     if pred is None:
         raise InvalidInput("frames: required in the .npz archive")
     job = convert.frames_job(
         pred,
-        _frames(arrays["target_frames"], "target_frames"),
-        _frames(arrays["previous_frame"], "previous_frame"),
+        _array(arrays["target_frames"], "target_frames"),
+        _array(arrays["previous_frame"], "previous_frame"),
         video_spec(meta.options),
+        actions=_array(arrays["actions"], "actions", frames=False),
+        states=_array(arrays["states"], "states", frames=False),
+        idm=idm,
     )
     return meta.request_id, job

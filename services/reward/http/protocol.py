@@ -6,7 +6,7 @@ A score request takes one of two forms, told apart by which fields are set:
 * **verl style** (the ``rlvr-world reward score`` JSON lines): ``data_source``, ``solution_str``,
   ``ground_truth``, ``extra_info``, ``variant``, ``reward_type``;
 * **typed** (the proto as JSON): ``task``, ``text`` or ``frames``, ``ground_truth``,
-  ``target_frames``, ``previous_frame``, ``extra_info``, ``options``.
+  ``target_frames``, ``previous_frame``, ``actions``, ``states``, ``extra_info``, ``options``.
 
 Frames in JSON are ``{"data": <base64 of the raw little-endian C-order bytes>, "shape": [T, H, W,
 C], "dtype": "uint8" | "float32" | ...}``; ``POST /v1/score/npz`` takes the same request as one
@@ -30,7 +30,10 @@ class TensorIn(_Strict):
     """A dense array: base64 of its raw little-endian C-order bytes, with shape and dtype."""
 
     data: str = Field(description="base64 (standard alphabet, padded) of the raw bytes")
-    shape: list[int] = Field(description="(T, H, W, C) or (H, W, C)", max_length=8)
+    shape: list[int] = Field(
+        description="frames (T, H, W, C) or (H, W, C); actions (T, A); states (T, 5)",
+        max_length=8,
+    )
     dtype: str = Field(description="uint8 | float16 | float32 | float64 | int32 | int64")
 
 
@@ -38,7 +41,10 @@ class VideoOptionsIn(_Strict):
     """Video reward options; unset fields take the paper defaults (L1 + LPIPS, mean)."""
 
     weights: dict[str, float] | None = Field(
-        default=None, description="metric -> weight: l1, mse, psnr, ssim, lpips, stlpips"
+        default=None,
+        description="metric -> weight: l1, mse, psnr, ssim, lpips, stlpips, idm (needs actions, "
+        "previous_frame and a service with idm_path), state (needs states); idm or state with "
+        "weight 0 is measured, not rewarded",
     )
     aggregation: Literal["mean", "last", "discount"] | None = None
     gamma: float | None = Field(default=None, description="discount factor, in (0, 1]")
@@ -80,6 +86,16 @@ class ScoreRequestIn(_Strict):
     frames: TensorIn | None = Field(default=None, description="typed: predicted frames (video)")
     target_frames: TensorIn | None = Field(default=None, description="typed: true frames")
     previous_frame: TensorIn | None = Field(default=None, description="typed: last context frame")
+    actions: TensorIn | None = Field(
+        default=None,
+        description="typed, video: (T, A) true action of each predicted frame, in the action "
+        "space of the service's IDM (the idm weight)",
+    )
+    states: TensorIn | None = Field(
+        default=None,
+        description="typed, video: (T, 5) true PushT state after each predicted frame: agent x, "
+        "agent y, block x, block y, block angle (arena pixels, radians; the state weight)",
+    )
     options: OptionsIn | None = Field(default=None, description="typed")
     # both
     ground_truth: str | None = Field(default=None, description="text tasks: the reference")

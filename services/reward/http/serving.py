@@ -21,6 +21,8 @@ import numpy as np
 from rlvr_world.bounded_json import loads_bounded
 from rlvr_world.rewards.dispatch import task_of
 from rlvr_world.rewards.types import InvalidInput, RewardResult, Status
+from rlvr_world.rewards.video_action import ReaderConfig
+from rlvr_world.wire import codec
 from services.reward import convert
 from services.reward.convert import Job
 from services.reward.engine import RewardEngine
@@ -42,10 +44,20 @@ from services.reward.settings import RewardSettings
 
 log = logging.getLogger(__name__)
 VERL_FIELDS = ("data_source", "solution_str")
-TYPED_FIELDS = ("task", "text", "frames", "target_frames", "previous_frame", "options")
+TYPED_FIELDS = (
+    "task",
+    "text",
+    "frames",
+    "target_frames",
+    "previous_frame",
+    "actions",
+    "states",
+    "options",
+)
 
 
-def _tensor(t: TensorIn | None, name: str) -> np.ndarray | None:
+def _tensor(t: TensorIn | None, name: str, *, frames: bool = True) -> np.ndarray | None:
+    """A JSON tensor as checked frames (``frames``) or as a plain array (actions, states)."""
     if t is None:
         return None
     try:
@@ -54,6 +66,8 @@ def _tensor(t: TensorIn | None, name: str) -> np.ndarray | None:
         raise InvalidInput(f"{name}.data: not valid base64") from None
     if any(d > 2**40 for d in t.shape):
         raise InvalidInput(f"{name}.shape: dimension too large in {t.shape}")
+    if not frames:
+        return codec.decode_tensor(raw, t.shape, t.dtype, name)
     return convert.decode_tensor(raw, t.shape, t.dtype, name)
 
 
@@ -63,8 +77,9 @@ def _extra_info(value: dict[str, Any] | str | None) -> dict[str, Any] | None:
     return value
 
 
-def job_from_http(body: ScoreRequestIn) -> Job:
-    """A verl-style or typed body -> job; ``InvalidInput`` naming the field."""
+def job_from_http(body: ScoreRequestIn, idm: ReaderConfig | None) -> Job:
+    """A verl-style or typed body -> job; ``InvalidInput`` naming the field. ``idm``: the config
+    of the service's IDM (None: it has none)."""
     given = body.model_fields_set
     verl = any(getattr(body, f) is not None for f in VERL_FIELDS)
     typed = any(f in given and getattr(body, f) is not None for f in TYPED_FIELDS)
@@ -95,9 +110,15 @@ def job_from_http(body: ScoreRequestIn) -> Job:
             _tensor(body.target_frames, "target_frames"),
             _tensor(body.previous_frame, "previous_frame"),
             video_spec(body.options),
+            actions=_tensor(body.actions, "actions", frames=False),
+            states=_tensor(body.states, "states", frames=False),
+            idm=idm,
         )
     if body.frames is not None:
         raise InvalidInput(f"text: task {body.task} takes text, not frames")
+    for name in ("actions", "states"):
+        if getattr(body, name) is not None:
+            raise InvalidInput(f"{name}: only task video takes {name}, not {body.task}")
     if body.text is None:
         raise InvalidInput(f"text: required for task {body.task}")
     opts = body.options or OptionsIn()
@@ -216,12 +237,14 @@ class RewardServing:
         return results
 
     async def score(self, body: ScoreRequestIn) -> ScoreResponseOut:
-        job = job_from_http(body)
+        job = job_from_http(body, self.engine.idm_config)
         [result] = await self._score([job])
         return response_of(body.request_id, result)
 
     async def score_npz(self, data: bytes) -> ScoreResponseOut:
-        request_id, job = job_from_npz(data, self.settings.max_payload_bytes)
+        request_id, job = job_from_npz(
+            data, self.settings.max_payload_bytes, self.engine.idm_config
+        )
         [result] = await self._score([job])
         return response_of(request_id, result)
 
@@ -237,7 +260,7 @@ class RewardServing:
         jobs = []
         for i, req in enumerate(body.requests):
             try:
-                jobs.append(job_from_http(req))
+                jobs.append(job_from_http(req, self.engine.idm_config))
             except InvalidInput as exc:
                 raise InvalidInput(f"requests[{i}].{exc}") from None
         results = await self._score(jobs)
