@@ -8,7 +8,7 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 import pytest
 
-from services.reward.batching import BatchedPerceptual
+from services.reward.batching import BatchedIdm, BatchedPerceptual
 
 
 class MeanAbs:
@@ -110,3 +110,45 @@ def test_patch_distances_is_offered_only_where_the_scorer_has_it() -> None:
     dist, cells = with_cells.patch_distances(bad, bad, (2, 2))
     assert dist.tolist() == [0.0] and cells.shape == (1, 2, 2)
     with_cells.close()
+
+
+class MeanShift:
+    """A real (numpy) batched reader standing in for the IDM: the mean of (next - previous)
+    over pixels and channels, and its negative, as the two action axes; records its batches."""
+
+    config = "the wrapped reader's config"
+
+    def __init__(self) -> None:
+        self.batches: list[int] = []
+        self.lock = threading.Lock()
+
+    def predict(self, prev: np.ndarray, nxt: np.ndarray) -> np.ndarray:
+        with self.lock:
+            self.batches.append(len(prev))
+        if np.isnan(nxt).any():
+            raise ValueError("nan in batch")
+        shift = (nxt - prev).mean(axis=(1, 2, 3))
+        return np.stack([shift, -shift], axis=1)
+
+
+def test_idm_reads_of_concurrent_calls_share_passes_and_come_back_aligned() -> None:
+    reader = MeanShift()
+    batcher = BatchedIdm(reader, max_batch=32, max_wait_s=0.5)  # type: ignore[arg-type]
+    assert batcher.config == reader.config
+    rng = np.random.default_rng(2)
+    steps = [rng.integers(1, 4) for _ in range(12)]
+    pairs = [(rng.random((n, 4, 4, 3)), rng.random((n, 4, 4, 3))) for n in steps]
+    pairs.append((rng.random((2, 8, 8, 3)), rng.random((2, 8, 8, 3))))  # another frame size
+    with ThreadPoolExecutor(len(pairs)) as pool:
+        outs = list(pool.map(lambda p: batcher.predict(*p), pairs))
+    batches = list(reader.batches)
+    assert sum(batches) == sum(steps) + 2
+    assert max(batches) > 3  # at least two callers shared one pass
+    for (a, b), out in zip(pairs, outs, strict=True):
+        np.testing.assert_allclose(out, reader.predict(a, b))
+    bad = np.full((1, 4, 4, 3), np.nan)
+    with pytest.raises(ValueError, match="nan in batch"):  # the reader's error reaches the caller
+        batcher.predict(bad, bad)
+    ok = np.zeros((1, 4, 4, 3))
+    assert batcher.predict(ok, ok).tolist() == [[0.0, 0.0]]  # the batcher lives on
+    batcher.close()
