@@ -116,7 +116,7 @@ class MeanShift:
     """A real (numpy) batched reader standing in for the IDM: the mean of (next - previous)
     over pixels and channels, and its negative, as the two action axes; records its batches."""
 
-    config = "the wrapped reader's config"
+    config = object()  # handed through untouched
 
     def __init__(self) -> None:
         self.batches: list[int] = []
@@ -134,7 +134,7 @@ class MeanShift:
 def test_idm_reads_of_concurrent_calls_share_passes_and_come_back_aligned() -> None:
     reader = MeanShift()
     batcher = BatchedIdm(reader, max_batch=32, max_wait_s=0.5)  # type: ignore[arg-type]
-    assert batcher.config == reader.config
+    assert batcher.config is reader.config
     rng = np.random.default_rng(2)
     steps = [rng.integers(1, 4) for _ in range(12)]
     pairs = [(rng.random((n, 4, 4, 3)), rng.random((n, 4, 4, 3))) for n in steps]
