@@ -510,11 +510,16 @@ def test_a_bad_idm_path_stops_the_start(tmp_path: Path) -> None:
         assert why in str(err.value)
 
 
-def test_the_command_exits_2_naming_the_setting(tmp_path: Path) -> None:
+@pytest.mark.parametrize("given_by", ["flag", "env"])
+def test_the_command_exits_2_naming_the_setting(given_by: str, tmp_path: Path) -> None:
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     args = ["--host", "127.0.0.1", "--grpc-port", "0", "--http-port", "0", "--workers", "1"]
+    if given_by == "flag":
+        args += ["--idm-path", str(tmp_path / "nope")]
+    else:
+        env["RLVR_REWARD_IDM_PATH"] = str(tmp_path / "nope")
     done = subprocess.run(
-        [sys.executable, "-m", "services.reward", *args, "--idm-path", str(tmp_path / "nope")],
+        [sys.executable, "-m", "services.reward", *args],
         env=env,
         capture_output=True,
         text=True,
