@@ -19,9 +19,12 @@ import os
 import shutil
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
+
+if TYPE_CHECKING:
+    from trainer.model import Policy
 
 STATE_FILE = "trainer_state.json"
 OPTIMIZER_FILE = "optimizer.pt"
@@ -41,10 +44,12 @@ class TrainerState:
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> TrainerState:
+        """The state ``trainer_state.json`` holds; an unknown key raises ``TypeError``."""
         return cls(**data)
 
 
 def checkpoint_root(run_dir: Path) -> Path:
+    """``<run_dir>/checkpoints``, where every ``step_*`` folder and ``latest`` live."""
     return run_dir / "checkpoints"
 
 
@@ -78,7 +83,7 @@ def archive_previous(run_dir: Path, files: tuple[str, ...] = ()) -> Path | None:
 
 def save_checkpoint(
     run_dir: Path,
-    model: torch.nn.Module,
+    model: Policy,
     optimizer: torch.optim.Optimizer,
     state: TrainerState,
     keep: int,
@@ -89,7 +94,7 @@ def save_checkpoint(
     name = f"step_{state.step:08d}"
     final, tmp = root / name, root / f".{name}.tmp"
     shutil.rmtree(tmp, ignore_errors=True)
-    model.save_pretrained(tmp, safe_serialization=True)  # type: ignore[operator]
+    model.save_pretrained(str(tmp), safe_serialization=True)
     torch.save(optimizer.state_dict(), tmp / OPTIMIZER_FILE)
     (tmp / STATE_FILE).write_text(json.dumps(asdict(state)))
     shutil.rmtree(final, ignore_errors=True)
@@ -108,8 +113,10 @@ def _prune(root: Path, keep: int) -> None:
 
 
 def load_state(path: Path) -> TrainerState:
+    """The trainer state of the checkpoint folder ``path`` (``FileNotFoundError`` without one)."""
     return TrainerState.from_json(json.loads((path / STATE_FILE).read_text()))
 
 
 def load_optimizer(path: Path, optimizer: torch.optim.Optimizer) -> None:
+    """Restore ``optimizer`` in place from ``path``'s ``optimizer.pt`` (tensors only, no pickle)."""
     optimizer.load_state_dict(torch.load(path / OPTIMIZER_FILE, weights_only=True))

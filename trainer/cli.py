@@ -12,6 +12,7 @@ from typing import Any
 
 
 def configure_parser(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
+    """Add the train options to ``parser`` and set ``run_train`` as its handler; returns it."""
     parser.add_argument("--config", type=Path, required=True, help="YAML or TOML trainer config")
     parser.add_argument(
         "--resume", action="store_true", help="continue from the run dir's last checkpoint"
@@ -59,6 +60,7 @@ def run_train(args: argparse.Namespace) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """``python -m trainer``: parse ``argv`` (default ``sys.argv``) and train; the exit code."""
     parser = configure_parser(argparse.ArgumentParser(prog="python -m trainer"))
     args = parser.parse_args(argv)
     return int(args.handler(args))

@@ -199,7 +199,8 @@ class TrainerConfig(_Section):
     run: RunConfig = Field(default_factory=RunConfig, description="run")
 
 
-def _parse_value(text: str) -> Any:
+def _parse_value(text: str) -> object:
+    """``text`` as JSON, else as a YAML scalar (``a`` is the string ``"a"``)."""
     try:
         return json.loads(text)
     except json.JSONDecodeError:

@@ -24,7 +24,7 @@ from pathlib import Path
 
 import torch
 from prometheus_client import CollectorRegistry, start_http_server
-from tqdm import tqdm  # type: ignore[import-untyped]
+from tqdm import tqdm  # type: ignore[import-untyped]  # no stubs (types-tqdm not installed)
 
 from rlvr_world.devices import device_line, resolve_device, resolve_precision
 from rlvr_world.grpo.diagnostics import group_diagnostics
@@ -44,7 +44,14 @@ from trainer.checkpoint import (
 )
 from trainer.config import TrainerConfig
 from trainer.metrics import TrainerMetrics
-from trainer.model import PackedBatch, frozen_copy, load_base, response_logits, wrap_lora
+from trainer.model import (
+    PackedBatch,
+    Policy,
+    frozen_copy,
+    load_base,
+    response_logits,
+    wrap_lora,
+)
 from trainer.step import RefLogits, StepStats, train_step
 
 logger = logging.getLogger(__name__)
@@ -116,12 +123,12 @@ class Trainer:
         base = load_base(mcfg, device=self.device)  # initial weights: the KL reference
         self.ref_model: torch.nn.Module | None = None
         if mcfg.lora.enabled:
-            self.policy: torch.nn.Module = wrap_lora(base, mcfg, ckpt)
+            self.policy: Policy = wrap_lora(base, mcfg, ckpt)
         else:
             if self.cfg.grpo.kl_coef > 0 or self.cfg.grpo.log_ref_kl:
                 self.ref_model = frozen_copy(base).to(self.device)
             self.policy = load_base(mcfg, ckpt, self.device) if ckpt is not None else base
-        self.policy.to(self.device)
+        self.policy.to(self.device)  # type: ignore[arg-type]  # transformers' @wraps(Module.to)
         params = [p for p in self.policy.parameters() if p.requires_grad]
         o = self.cfg.optim
         self.optimizer = torch.optim.AdamW(
@@ -135,10 +142,14 @@ class Trainer:
         if self.ref_model is not None:
             ref = self.ref_model
             return lambda batch: response_logits(ref, batch, temperature)
+        from peft import PeftModel  # imported already: the reference is the policy without LoRA
+
         policy = self.policy
+        if not isinstance(policy, PeftModel):
+            raise TypeError(f"a KL reference needs LoRA or a frozen copy, not {type(policy)}")
 
         def no_adapter(batch: PackedBatch) -> torch.Tensor:
-            with policy.disable_adapter():  # type: ignore[operator]
+            with policy.disable_adapter():
                 return response_logits(policy, batch, temperature)
 
         return no_adapter
@@ -216,6 +227,9 @@ class Trainer:
         return groups
 
     def step(self, groups: list[ScoredGroup]) -> StepStats | None:
+        """One optimizer step on ``groups``: advantages, the packed GRPO loss, metrics and the
+        train log. Groups ``prepare_groups`` drops (too few valid samples) are recorded, not
+        trained; None when no sample is left, and then the step counter does not move."""
         g = self.cfg.grpo
         prepared = prepare_groups(
             groups,
@@ -339,12 +353,14 @@ class Trainer:
         return self.state
 
     def close(self) -> None:
+        """Close the train log and the Redis connection (an embedded Redis stops); no checkpoint."""
         self.log.close()
         self.redis.close()
 
 
 @contextmanager
 def open_trainer(cfg: TrainerConfig, *, resume: bool = False) -> Iterator[Trainer]:
+    """A ``Trainer`` that is closed on exit, also when the body raises."""
     trainer = Trainer(cfg, resume=resume)
     try:
         yield trainer

@@ -18,16 +18,21 @@ import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, TypeAlias
 
 import torch
 
 from rlvr_world.grpo.groups import TrainSample
-from rlvr_world.llama import LlamaShape, llama_shape, load_llama
+from rlvr_world.llama import LlamaLM, LlamaShape, llama_shape, load_llama
 from trainer.config import ModelConfig, TinyModel
 
 if TYPE_CHECKING:
+    from peft import PeftModel
     from transformers import PreTrainedModel
+
+#: The policy as the trainer holds it: transformers' model, the same model with LoRA adapters
+#: (peft), or ``LlamaLM`` (module docstring); each has ``save_pretrained``.
+Policy: TypeAlias = "PreTrainedModel | PeftModel | LlamaLM"
 
 logger = logging.getLogger(__name__)
 
@@ -47,18 +52,20 @@ def build_tiny(cfg: TinyModel) -> PreTrainedModel:
         max_position_embeddings=512,
         tie_word_embeddings=False,
     )
-    return LlamaForCausalLM(config)  # type: ignore[no-untyped-call]
+    return LlamaForCausalLM(config)  # type: ignore[no-untyped-call]  # transformers: unannotated
 
 
 def load_base(
     cfg: ModelConfig, weights: Path | None = None, device: str | torch.device = "cpu"
-) -> Any:
+) -> PreTrainedModel | LlamaLM:
     """The full model on ``device`` (float32): from ``weights`` (a checkpoint dir) if given, else
     from the config; on ``LlamaLM`` where it serves the model (module docstring)."""
     source = str(weights) if weights is not None else cfg.path
     if source is None:
         assert cfg.tiny is not None
-        return build_tiny(cfg.tiny).to(device)  # type: ignore[arg-type]
+        tiny = build_tiny(cfg.tiny)
+        tiny.to(device)  # type: ignore[arg-type]  # transformers' @wraps(Module.to) drops self
+        return tiny
     shape: LlamaShape | str = "model.backend transformers"
     if cfg.backend == "auto":
         shape = "LoRA (peft)" if cfg.lora.enabled else llama_shape(Path(source))
@@ -67,14 +74,20 @@ def load_base(
     logger.info("policy %s on transformers' classes: %s", source, shape)
     from transformers import AutoModelForCausalLM
 
-    model = AutoModelForCausalLM.from_pretrained(source, dtype=torch.float32)
-    return model.to(device)  # type: ignore[arg-type]
+    model: PreTrainedModel = AutoModelForCausalLM.from_pretrained(source, dtype=torch.float32)
+    model.to(device)  # type: ignore[arg-type]  # transformers' @wraps(Module.to) drops self
+    return model
 
 
-def wrap_lora(model: PreTrainedModel, cfg: ModelConfig, adapter: Path | None) -> torch.nn.Module:
-    """Add trainable LoRA adapters (or load them from ``adapter``)."""
+def wrap_lora(
+    model: PreTrainedModel | LlamaLM, cfg: ModelConfig, adapter: Path | None
+) -> PeftModel:
+    """Add trainable LoRA adapters (or load them from ``adapter``). ``model`` must be
+    transformers' (``load_base`` never returns ``LlamaLM`` with LoRA on); ``TypeError`` if not."""
     from peft import LoraConfig, PeftModel, get_peft_model
 
+    if isinstance(model, LlamaLM):
+        raise TypeError("LoRA needs transformers' model class, not rlvr_world.llama.LlamaLM")
     if adapter is not None:
         return PeftModel.from_pretrained(model, str(adapter), is_trainable=True)
     lcfg = LoraConfig(

@@ -301,7 +301,7 @@ def _train_epoch(
         with autocast(ctx.device, ctx.precision):
             loss = _step_loss(model, examples, step, shared=ctx.shared, pad=ctx.pad)
         opt.zero_grad(set_to_none=True)
-        loss.backward()  # type: ignore[no-untyped-call]
+        torch.autograd.backward(loss)  # Tensor.backward is unannotated
         torch.nn.utils.clip_grad_norm_(model.parameters(), ctx.cfg.grad_clip)
         opt.step()
         result.steps += 1
@@ -334,7 +334,7 @@ def run_sft(
     torch.set_num_threads(cfg.torch_threads)
     tokenizer = AutoTokenizer.from_pretrained(model_dir)
     model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32)
-    model.to(device)  # type: ignore[arg-type]
+    model.to(device)  # type: ignore[arg-type]  # transformers' @wraps(Module.to) drops self
     model.train()
     logger.info("sft: %s", device_line(device, precision))
     examples = [encode(tokenizer, p, t, cfg.max_length) for p, t in pairs]
@@ -399,6 +399,7 @@ def _pairs(path: Path) -> list[tuple[str, str]]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """``python -m trainer.sft``: fine-tune on the items' prompt/target pairs, print a JSON line."""
     p = argparse.ArgumentParser(prog="python -m trainer.sft", description=__doc__)
     p.add_argument("--model", type=Path, required=True, help="model + tokenizer directory")
     p.add_argument("--items", type=Path, required=True, help="prompt items (JSON Lines)")

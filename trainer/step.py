@@ -54,6 +54,7 @@ class StepStats:
 
 
 def loss_config(cfg: TrainerConfig) -> GrpoLossConfig:
+    """The loss settings of ``cfg.grpo`` (``clip_ratio_c`` only with ``dual_clip``)."""
     g = cfg.grpo
     return GrpoLossConfig(
         clip_low=g.clip_low,
@@ -135,7 +136,7 @@ def train_step(
             kl_tokens=kl_tokens,
             entropy_tokens=entropy,
         )
-        (out.loss / len(micro)).backward()  # type: ignore[no-untyped-call]
+        torch.autograd.backward(out.loss / len(micro))  # Tensor.backward is unannotated
         tokens += int(batch.response_mask.sum().item())
         for key in sums:
             sums[key] += float(getattr(out, key).detach()) / len(micro)

@@ -2,7 +2,8 @@
 
 For tests, demos and benchmarks only. The reward is the fraction of response tokens that are
 even ids (a target a tiny model can learn). It follows the trainer's published weights
-(``rlvr_world.queue.weights``): when the version moves it reloads them and labels new groups with it.
+(``rlvr_world.queue.weights``): when the version moves it reloads them and labels new groups
+with it.
 Not the orchestrator: no gRPC services, no real task.
 
 ``python -m trainer.toy_producer --model DIR --groups 20 --ids-out pushed.txt``
@@ -53,6 +54,9 @@ def make_group(
     index: int,
     gen: torch.Generator,
 ) -> ScoredGroup:
+    """Group ``index``: ``args.group_size`` samples from ``model``, each rewarded with its share of
+    even token ids; with ``--fail-every k`` every k-th group keeps one valid sample (the rest
+    ``ERROR``), so the trainer's too-few-valid drop is exercised."""
     vocab = int(model.config.vocab_size)
     prompt = torch.randint(1, vocab, (args.prompt_len,), generator=gen).tolist()
     toks, logps = sample(model, prompt, args.group_size, args.response_len, gen)
@@ -75,10 +79,12 @@ def make_group(
 
 
 def run(args: argparse.Namespace) -> int:
+    """Push ``args.groups`` toy groups, reloading the model whenever the weights key names a new
+    version; the exit code (0)."""
     torch.set_num_threads(1)
     gen = torch.Generator().manual_seed(args.seed)
     model: PreTrainedModel = AutoModelForCausalLM.from_pretrained(args.model)
-    model.eval()  # type: ignore[no-untyped-call]
+    model.eval()  # type: ignore[no-untyped-call]  # transformers: eval() is unannotated
     handle = connect(Path(args.run_dir), args.redis_url)
     metrics = QueueMetrics(CollectorRegistry())
     producer = Producer(handle.client, StreamNames(), args.max_len, metrics)
@@ -90,7 +96,7 @@ def run(args: argparse.Namespace) -> int:
             if latest is not None and latest.version != version:
                 version = latest.version
                 model = AutoModelForCausalLM.from_pretrained(latest.path)
-                model.eval()  # type: ignore[no-untyped-call]
+                model.eval()  # type: ignore[no-untyped-call]  # transformers: unannotated
                 logger.info("producer reloaded weights version %d", version)
             group = make_group(model, version, args, i, gen)
             producer.push(group, timeout_s=args.push_timeout)
@@ -105,6 +111,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """``python -m trainer.toy_producer``: parse ``argv`` and ``run``."""
     p = argparse.ArgumentParser(prog="python -m trainer.toy_producer", description=__doc__)
     p.add_argument("--model", required=True, help="causal LM path (save_pretrained dir)")
     p.add_argument("--redis-url", default=None, help="default: $RLVR_REDIS_URL or embedded")
