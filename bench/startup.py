@@ -2,7 +2,7 @@
 way, in the same run and on the same model.
 
 The stack: the embedded Redis, then the reward, decoder and rollout services
-(``rlvr_world.apps.pipeline.stack.start_services``), ready when each answers gRPC health SERVING;
+(``rlvr_world.apps.run.stack.start_services``), ready when each answers gRPC health SERVING;
 with ``--trainer``, also the trainer process started next to them. Three ways, alternated
 ``--repeats`` times, medians printed with ratios against the baseline:
 
@@ -43,7 +43,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from rlvr_world.apps.pipeline import stack  # noqa: E402
+from rlvr_world.apps.run import stack  # noqa: E402
 from rlvr_world.apps.supervisor import ProcessSpec, Supervisor  # noqa: E402
 from rlvr_world.queue.server import start_embedded  # noqa: E402
 from rlvr_world.tiny_model import TinyLMConfig, build_tiny_lm  # noqa: E402
@@ -127,7 +127,7 @@ def _trainer_yaml(root: Path, model: Path, redis_url: str) -> Path:
     """The trainer's YAML as ``rlvr-world run`` writes it (``configs/pipeline/bench.yaml``)."""
     import yaml
 
-    from rlvr_world.apps.grpo import trainer_config
+    from rlvr_world.apps.run.grpo import trainer_config
     from rlvr_world.apps.pipeline.config import load_pipeline_config
 
     cfg = load_pipeline_config(ROOT / "configs" / "pipeline" / "bench.yaml", {})

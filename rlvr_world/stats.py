@@ -200,3 +200,24 @@ def describe(headline: Headline, *, digits: int = 3) -> str:
         if unbeaten:
             text += f" (RLVR does not beat {', '.join(unbeaten)})"
     return text
+
+
+class PoolError(ValueError):
+    """A set of runs that cannot be pooled (``rlvr-world pool``); the message names the run and
+    the reason."""
+
+
+def t_interval(values: Sequence[float]) -> dict[str, Any]:
+    """Mean, 95% Student-t interval over ``values`` (at least two), and each value."""
+    from scipy import stats
+
+    x = np.asarray(values, dtype=np.float64)
+    mean = float(x.mean())
+    half = float(stats.t.ppf(0.975, len(x) - 1) * x.std(ddof=1) / np.sqrt(len(x)))
+    low, high = mean - half, mean + half
+    return {
+        "mean": mean,
+        "ci95": [low, high],
+        "ci95_excludes_zero": bool(low > 0 or high < 0),
+        "per_seed": [float(v) for v in x],
+    }

@@ -274,7 +274,7 @@ def _generate(stub: Any, text: str, n: int, temperature: float) -> tuple[Any, fl
 
 def phase_rollout(check: Check, limit: float) -> Phase:
     """The rollout service on the device: generate, reload perturbed weights, generate again."""
-    from rlvr_world.apps.pipeline.stack import RolloutSection, process_devices, rollout_spec
+    from rlvr_world.apps.run.stack import RolloutSection, process_devices, rollout_spec
     from rlvr_world.apps.supervisor import Supervisor
     from rlvr_world.devices import Placement
     from rlvr_world.scaffold.client_auth import ClientAuth, ensure_local_token
@@ -451,7 +451,7 @@ def _commit(given: str | None) -> str:
 def _engine(asked: str) -> str:
     if asked != "auto":
         return asked
-    from rlvr_world.apps.pipeline.stack import default_vllm_python, vllm_here
+    from rlvr_world.apps.run.stack import default_vllm_python, vllm_here
 
     return "vllm" if vllm_here() or default_vllm_python().exists() else "transformers"
 

@@ -24,9 +24,9 @@ from typing import Any
 
 from rlvr_world import __version__
 from rlvr_world.apps.collect.cli import add_collect_parser
+from rlvr_world.apps.commands import add_pool_parser, add_run_parser
 from rlvr_world.apps.healthcheck import add_healthcheck_parser
 from rlvr_world.apps.model import add_model_parser
-from rlvr_world.apps.pipeline.cli import add_pool_parser, add_run_parser
 from rlvr_world.apps.video.idm import add_video_parser
 from services.decoder.cli import add_serve_decoder_parser
 from services.reward.cli import add_serve_reward_parser

@@ -72,7 +72,7 @@ async def _orchestrate(steps: int, ledger_path: Path, timeout_s: float) -> dict[
     import redis
     from prometheus_client import CollectorRegistry
 
-    from rlvr_world.apps.grpo import requests_forever
+    from rlvr_world.apps.run.grpo import requests_forever
     from rlvr_world.apps.orchestrator.config import OrchestratorConfig
     from rlvr_world.apps.orchestrator.ledger import Ledger
     from rlvr_world.apps.orchestrator.metrics import OrchestratorMetrics

@@ -2,7 +2,7 @@
 ``RLVR_MUTANT=<name>`` runs every test with that mutant (``tests.helpers.mutants``).
 
 In the test process the mutant is installed with ``monkeypatch`` (undone after each test). A
-trainer process that a test starts through ``rlvr_world.apps.pipeline.stack.trainer_spec`` (the
+trainer process that a test starts through ``rlvr_world.apps.run.stack.trainer_spec`` (the
 system guard's ``PipelineRun``, the video run) gets it too: its command line
 ``python -m rlvr_world.apps.cli train ...`` becomes ``python -m tests.helpers.mutants
 rlvr_world.apps.cli train ...``, which installs the mutant and then runs the same module, with this
@@ -25,7 +25,7 @@ from tests.helpers.mutants import active, apply
 REPO = Path(__file__).resolve().parents[2]
 #: Modules that start the trainer with ``trainer_spec`` (each holds its own reference to it).
 TRAINER_LAUNCHERS = (
-    "rlvr_world.apps.pipeline.stack",
+    "rlvr_world.apps.run.stack",
     "rlvr_world.apps.pipeline.runner",
     "rlvr_world.apps.video.rl",
 )

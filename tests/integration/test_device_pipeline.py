@@ -110,7 +110,7 @@ def test_the_mpc_run_records_its_world_models_device(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     pytest.importorskip("gym_pusht", reason="gym-pusht is in the video extra")
-    from rlvr_world.apps.pipeline.cli import main
+    from rlvr_world.apps.commands import main
 
     monkeypatch.setenv("SDL_VIDEODRIVER", "dummy")
     models = tmp_path / "models"

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 import torch
 
-from rlvr_world.apps.pipeline.stack import default_vllm_python
+from rlvr_world.apps.run.stack import default_vllm_python
 from rlvr_world.queue.server import REDIS_URL_ENV
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(1500)]

@@ -13,7 +13,7 @@ from PIL import Image
 
 pytest.importorskip("gym_pusht", reason="gym-pusht is in the video extra")
 
-from rlvr_world.apps.pipeline.cli import main
+from rlvr_world.apps.commands import main
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(900)]
 

@@ -14,7 +14,7 @@ import pytest
 from rlvr_world.apps.orchestrator.ledger import read_ledger
 from rlvr_world.apps.pipeline.config import load_pipeline_config
 from rlvr_world.apps.pipeline.runner import run_pipeline
-from rlvr_world.apps.pipeline.stack import default_vllm_python
+from rlvr_world.apps.run.stack import default_vllm_python
 from rlvr_world.queue.server import REDIS_URL_ENV
 from rlvr_world.runlog import read_jsonl
 

@@ -1,4 +1,4 @@
-"""``apps.grpo.await_ready``: the readiness check of a trainer launched beside the feed, against
+"""``apps.run.grpo.await_ready``: the readiness check of a trainer launched beside the feed, against
 real processes standing in for the trainer (no model: only the start-up contract is tested)."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from rlvr_world.apps.grpo import await_ready
+from rlvr_world.apps.run.grpo import await_ready
 from rlvr_world.apps.supervisor import LogLine, ProcessFailed, ProcessSpec, Supervisor
 
 pytestmark = pytest.mark.integration

@@ -16,7 +16,7 @@ from rlvr_world.apps.mpc.config import load_mpc_config
 from rlvr_world.apps.mpc.web_config import load_web_mpc_config
 from rlvr_world.apps.pipeline.config import PipelineConfig, load_pipeline_config
 from rlvr_world.apps.pipeline.runner import PipelineRun
-from rlvr_world.apps.pipeline.stack import (
+from rlvr_world.apps.run.stack import (
     RolloutSection,
     check_rollout_engine,
     decoder_spec,
@@ -249,7 +249,7 @@ def test_vllm_runs_from_this_python_when_vllm_is_installed_here(
 def test_no_vllm_anywhere_says_both_ways_to_get_it(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from rlvr_world.apps.pipeline import stack
+    from rlvr_world.apps.run import stack
 
     monkeypatch.delenv("RLVR_VLLM_PYTHON", raising=False)
     monkeypatch.setattr(stack, "CODE_ROOT", tmp_path)  # a checkout without .venv-vllm

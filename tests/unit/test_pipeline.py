@@ -92,7 +92,7 @@ def test_config_rejects_unknown_fields_and_bad_bounds(tmp_path: Path) -> None:
 
 
 def test_overrides_and_generated_trainer_config_validate(tmp_path: Path) -> None:
-    from rlvr_world.apps.grpo import trainer_config
+    from rlvr_world.apps.run.grpo import trainer_config
     from trainer.config import TrainerConfig
 
     cfg = load_pipeline_config(
@@ -153,7 +153,7 @@ def test_bare_prompt_drops_only_the_instruction() -> None:
 
 
 def test_rl_section_is_shared_and_bounds_the_queue() -> None:
-    from rlvr_world.apps.grpo import RlSection
+    from rlvr_world.apps.run.grpo import RlSection
     from rlvr_world.apps.pipeline.config import TextRl
     from rlvr_world.apps.video.config import VideoRl
 

@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 
 from rlvr_world.apps.cli import main
-from rlvr_world.apps.pipeline.pool import PoolError, pool_runs
-from rlvr_world.stats import paired_bootstrap
+from rlvr_world.apps.pipeline.pool import pool_runs
+from rlvr_world.stats import PoolError, paired_bootstrap
 
 ITEMS = [f"test-{i}" for i in range(6)]
 CHANGED = [True, True, False, True, False, False]

@@ -1,5 +1,5 @@
 """``rollout.engine`` of a pipeline run: what the user gets for each bad input, and the command
-line every rollout service is started with (``apps.pipeline.stack``)."""
+line every rollout service is started with (``apps.run.stack``)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import yaml
 
 from rlvr_world.apps.pipeline.config import load_pipeline_config
 from rlvr_world.apps.pipeline.runner import PipelineRun
-from rlvr_world.apps.pipeline.stack import (
+from rlvr_world.apps.run.stack import (
     CODE_ROOT,
     RolloutSection,
     check_rollout_engine,

@@ -13,8 +13,8 @@ import pytest
 from scipy import stats
 
 from rlvr_world.apps.cli import main
-from rlvr_world.apps.pipeline.pool import PoolError, pool_runs
-from rlvr_world.stats import paired_bootstrap
+from rlvr_world.apps.commands import pool_any as pool_runs
+from rlvr_world.stats import PoolError, paired_bootstrap
 
 CLIPS = 8
 KEYS = ("reward", "stlpips", "l1", "mse", "psnr", "ssim")

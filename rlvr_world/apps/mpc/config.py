@@ -15,7 +15,7 @@ from typing import Any, Literal, Self
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from rlvr_world.apps.pipeline.config import apply_overrides, read_config_mapping
+from rlvr_world.apps.run.configfile import apply_overrides, read_config_mapping
 from rlvr_world.devices import DeviceName
 
 PLANNERS = ("oracle", "random", "base", "rlvr")

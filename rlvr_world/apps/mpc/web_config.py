@@ -17,7 +17,7 @@ from typing import Any, Literal, Self
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from rlvr_world.apps.pipeline.config import apply_overrides, read_config_mapping
+from rlvr_world.apps.run.configfile import apply_overrides, read_config_mapping
 from rlvr_world.devices import DeviceName
 
 WEB_PLANNERS = ("greedy", "random", "base", "rlvr")

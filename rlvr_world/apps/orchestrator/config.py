@@ -1,5 +1,5 @@
 """The orchestrator's settings (``OrchestratorConfig``): sampling, the task's reward options,
-retries and deadlines. Producer: the run's app (``apps.grpo.orchestrator_config``); consumer:
+retries and deadlines. Producer: the run's app (``apps.run.grpo.orchestrator_config``); consumer:
 ``worker.Orchestrator``. Validation only; no I/O.
 """
 

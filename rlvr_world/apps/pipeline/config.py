@@ -20,11 +20,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, model_validator
 
-from rlvr_world.apps.grpo import RlSection
-from rlvr_world.apps.pipeline.stack import RolloutSection, head_size_error
+from rlvr_world.apps.run.configfile import apply_overrides, read_config_mapping
+from rlvr_world.apps.run.grpo import RlSection
+from rlvr_world.apps.run.stack import RolloutSection, head_size_error
 from rlvr_world.devices import DeviceName, PrecisionName
 from rlvr_world.grpo.settings import RewardValue
 from rlvr_world.tiny_model import TinyLMConfig
@@ -231,7 +231,7 @@ class SftSection(_Section):
 
 
 class TextRl(RlSection):
-    """GRPO of a language world model (shared fields: ``apps.grpo.RlSection``)."""
+    """GRPO of a language world model (shared fields: ``apps.run.grpo.RlSection``)."""
 
     max_tokens: int = Field(default=160, ge=1, le=100_000, description="new tokens per sample")
     reward_variant: Literal["strict", "paper"] = Field(default="strict", description="variant")
@@ -398,25 +398,6 @@ class PipelineConfig(_Section):
         if not isinstance(self.data, DataConfig):
             raise ValueError("not a text-game run: data is web data")
         return self.data
-
-
-def apply_overrides(data: dict[str, Any], overrides: dict[str, Any]) -> dict[str, Any]:
-    """``data`` with each ``section.field`` override set (in place; returned for chaining)."""
-    for key, value in overrides.items():
-        section, _, leaf = key.partition(".")
-        node = data.setdefault(section, {})
-        if not leaf or not isinstance(node, dict):
-            raise ValueError(f"override {key!r} must look like section.field")
-        node[leaf] = value
-    return data
-
-
-def read_config_mapping(path: Path) -> dict[str, Any]:
-    """The YAML mapping of a config file (``{}`` when empty); ``ValueError`` when not a mapping."""
-    data = yaml.safe_load(path.read_text()) or {}
-    if not isinstance(data, dict):
-        raise ValueError(f"config {path} must be a mapping at the top level")
-    return data
 
 
 def load_pipeline_config(path: Path, overrides: dict[str, Any] | None = None) -> PipelineConfig:

@@ -33,11 +33,7 @@ import numpy as np
 
 from rlvr_world.apps.pipeline.evaluate import Answer
 from rlvr_world.apps.pipeline.results import METRICS, MODELS, Metric
-from rlvr_world.stats import build_headline, describe
-
-
-class PoolError(ValueError):
-    """A run set that cannot be pooled; the message names the run and the reason."""
+from rlvr_world.stats import PoolError, build_headline, describe, t_interval
 
 
 def _answers(path: Path) -> list[Answer]:
@@ -66,10 +62,6 @@ def pool_runs(run_dirs: Sequence[Path]) -> dict[str, Any]:
     start / control / RLVR means on the pooled items (``per_seed``)."""
     if len(run_dirs) < 2:  # noqa: PLR2004 (a pool is at least two runs)
         raise PoolError(f"pool needs at least 2 run directories, got {len(run_dirs)}")
-    from rlvr_world.apps.video.pool import is_video_run, pool_video_runs
-
-    if any(is_video_run(d) for d in run_dirs):
-        return pool_video_runs(run_dirs)
     runs = [(d, *_run(d)) for d in run_dirs]
     first = runs[0][1]["headline"]
     seeds: list[int] = []
@@ -140,22 +132,6 @@ def _few_common(common: int, runs: Sequence[tuple[Path, Any, dict[str, list[Answ
         f" (only {common} of the smallest run's {smallest} items are common to every run: "
         "the seed-level comparison, across_seeds, uses them all)"
     )
-
-
-def t_interval(values: Sequence[float]) -> dict[str, Any]:
-    """Mean, 95% Student-t interval over ``values`` (at least two), and each value."""
-    from scipy import stats
-
-    x = np.asarray(values, dtype=np.float64)
-    mean = float(x.mean())
-    half = float(stats.t.ppf(0.975, len(x) - 1) * x.std(ddof=1) / np.sqrt(len(x)))
-    low, high = mean - half, mean + half
-    return {
-        "mean": mean,
-        "ci95": [low, high],
-        "ci95_excludes_zero": bool(low > 0 or high < 0),
-        "per_seed": [float(v) for v in x],
-    }
 
 
 def across_seeds(

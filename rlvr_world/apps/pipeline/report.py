@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from rlvr_world.apps.pipeline.results import step_reward
-from rlvr_world.runlog import read_jsonl
+from rlvr_world.apps.run.grpo import train_steps
 
 logger = logging.getLogger(__name__)
 
@@ -27,11 +27,6 @@ DIAGNOSTICS = (
     ("zero_spread_share", "zero-spread group share"),
     ("clipfrac", "clip fraction"),
 )
-
-
-def train_steps(log_path: Path) -> list[dict[str, Any]]:
-    """The ``step`` events of a trainer log (empty if there is none)."""
-    return [e for e in read_jsonl(log_path) if e.get("event") == "step"]
 
 
 def _mean(values: Sequence[float]) -> float:

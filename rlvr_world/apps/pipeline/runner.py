@@ -7,7 +7,7 @@ embedded Redis and the reward, decoder and rollout services (supervised processe
 ports, started at once); greedy held-out evaluation of the start; the trainer process
 (``rlvr-world train`` with a generated config, starting from the start weights, checkpointing
 every step) fed by the orchestrator until it exits, with a held-out curve point every
-``eval.curve_every`` steps. The feed does not wait for the trainer (``apps.grpo.run_grpo``
+``eval.curve_every`` steps. The feed does not wait for the trainer (``apps.run.grpo.run_grpo``
 checks its readiness alongside and holds one step's groups until it is ready): without the
 start evaluation the trainer is launched with the services; with it, as the feed begins (a
 trainer waiting through the evaluation could reach its idle timeout). Then the final weights
@@ -52,21 +52,22 @@ from typing import Any, Literal
 
 import yaml
 
-from rlvr_world.apps.grpo import (
-    first_request_time,
-    orchestrator_config,
-    run_grpo,
-    startup_breakdown,
-    trainer_config,
-)
 from rlvr_world.apps.memory import PeakRss
 from rlvr_world.apps.orchestrator.worker import RunStats
 from rlvr_world.apps.pipeline.config import PipelineConfig
 from rlvr_world.apps.pipeline.data import build_run_items
 from rlvr_world.apps.pipeline.evaluate import Answer, EvalReport, evaluate
-from rlvr_world.apps.pipeline.report import plot_curve, train_steps, write_report
+from rlvr_world.apps.pipeline.report import plot_curve, write_report
 from rlvr_world.apps.pipeline.results import METRICS, headline_summary, reward_trend
-from rlvr_world.apps.pipeline.stack import (
+from rlvr_world.apps.run.grpo import (
+    first_request_time,
+    orchestrator_config,
+    run_grpo,
+    startup_breakdown,
+    train_steps,
+    trainer_config,
+)
+from rlvr_world.apps.run.stack import (
     Addresses,
     check_rollout_engine,
     process_devices,
@@ -86,7 +87,7 @@ from rlvr_world.wire.services import ServiceClients
 logger = logging.getLogger(__name__)
 
 #: When the trainer process starts: launched with the services or beside the feed (the feed
-#: does not wait for it: ``apps.grpo.run_grpo``), or started and waited for before the feed.
+#: does not wait for it: ``apps.run.grpo.run_grpo``), or started and waited for before the feed.
 TrainerStart = Literal["with_services", "beside_feed", "before_feed"]
 
 

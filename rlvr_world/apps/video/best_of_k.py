@@ -41,7 +41,7 @@ import numpy as np
 from numpy.typing import NDArray
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from rlvr_world.apps.pipeline.config import apply_overrides, read_config_mapping
+from rlvr_world.apps.run.configfile import apply_overrides, read_config_mapping
 from rlvr_world.apps.video.config import SamplingChoice, VideoPipelineConfig, placed
 from rlvr_world.apps.video.source import SourceSection, source_config
 

@@ -15,9 +15,9 @@ from typing import TYPE_CHECKING, Any, Literal, Self
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from rlvr_world.apps.grpo import RlSection
-from rlvr_world.apps.pipeline.config import apply_overrides, read_config_mapping
-from rlvr_world.apps.pipeline.stack import RolloutSection
+from rlvr_world.apps.run.configfile import apply_overrides, read_config_mapping
+from rlvr_world.apps.run.grpo import RlSection
+from rlvr_world.apps.run.stack import RolloutSection
 from rlvr_world.devices import DeviceName, Placement, PrecisionName
 from rlvr_world.grpo.settings import KlCoef
 
@@ -237,7 +237,7 @@ class VideoMle(_Section):
 
 class VideoRl(RlSection):
     """GRPO through the rollout, decoder and reward services and the queue-fed trainer (the
-    shared fields in ``apps.grpo.RlSection``; video defaults here)."""
+    shared fields in ``apps.run.grpo.RlSection``; video defaults here)."""
 
     group_size: int = Field(default=8, ge=2, le=1024, description="samples per prompt (G)")
     steps: int = Field(default=60, ge=1, le=1_000_000, description="trainer optimizer steps")

@@ -23,7 +23,7 @@ def control_budget(cfg: VideoPipelineConfig, trainer_log: Path, seconds: float) 
     """The control's budget: ``kind`` (``baseline.budget``), the RL phase's ``budget_s``,
     ``grpo_steps`` and ``trained_sequences`` (from ``trainer_log``), and ``max_steps`` (MLE
     steps: GRPO's steps, or its sequences over ``mle.batch_size``; None for ``wall_time``)."""
-    from rlvr_world.apps.pipeline.report import train_steps
+    from rlvr_world.apps.run.grpo import train_steps
 
     steps = train_steps(trainer_log)
     trained = int(sum(s.get("samples_trained", 0) for s in steps))

@@ -30,9 +30,8 @@ from typing import Any
 
 import numpy as np
 
-from rlvr_world.apps.pipeline.pool import PoolError, t_interval
 from rlvr_world.apps.video.evaluation import TERMS
-from rlvr_world.stats import Headline, build_headline, describe
+from rlvr_world.stats import Headline, PoolError, build_headline, describe, t_interval
 
 #: The arms of a run, by the name of their evaluation folder.
 ARMS = {"control": "mle_continued", "rlvr": "rlvr"}

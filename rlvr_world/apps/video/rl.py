@@ -7,7 +7,7 @@ every step), and feeds the train items through the orchestrator until the traine
 derives from the run configuration is computed by plain functions here: the items
 (``rl_items``), the trainer's YAML (``write_trainer_yaml``), the orchestrator's settings
 (``orchestrator_config``) and the rollout's token limit (``rollout_max_tokens``); the settings
-every run type shares and the orchestration call are ``apps.grpo``'s.
+every run type shares and the orchestration call are ``apps.run.grpo``'s.
 
 It does not evaluate, and it writes no summary: ``VideoRun.rl`` records the outcome.
 """
@@ -22,11 +22,11 @@ from typing import TYPE_CHECKING
 
 import yaml
 
-from rlvr_world.apps.grpo import orchestrator_config as shared_orchestrator_config
-from rlvr_world.apps.grpo import run_grpo, trainer_config
 from rlvr_world.apps.orchestrator.config import OrchestratorConfig
 from rlvr_world.apps.orchestrator.worker import RunStats
-from rlvr_world.apps.pipeline.stack import process_devices, start_services, trainer_spec
+from rlvr_world.apps.run.grpo import orchestrator_config as shared_orchestrator_config
+from rlvr_world.apps.run.grpo import run_grpo, trainer_config
+from rlvr_world.apps.run.stack import process_devices, start_services, trainer_spec
 from rlvr_world.apps.supervisor import Supervisor
 from rlvr_world.apps.video.config import VideoPipelineConfig
 from rlvr_world.apps.video.evaluation import reward_weights
@@ -100,7 +100,7 @@ def rl_items(
 def write_trainer_yaml(
     cfg: VideoPipelineConfig, model: Path, redis_url: str, run_dir: Path, seed: int = 0
 ) -> Path:
-    """The trainer's YAML (``apps.grpo.trainer_config``, writing under ``run_dir/trainer``) in
+    """The trainer's YAML (``apps.run.grpo.trainer_config``, writing under ``run_dir/trainer``) in
     ``run_dir/trainer.yaml``; returns the path."""
     placement = Placement.resolve(cfg.run.device, cfg.run.precision)
     data = trainer_config(

@@ -35,7 +35,7 @@ from typing import Any, Literal, Self
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from rlvr_world.apps.pipeline.config import apply_overrides, read_config_mapping
+from rlvr_world.apps.run.configfile import apply_overrides, read_config_mapping
 from rlvr_world.apps.video.config import VideoPipelineConfig
 from rlvr_world.apps.video.source import SourceSection, source_config
 from rlvr_world.runlog import read_jsonl

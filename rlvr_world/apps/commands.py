@@ -1,7 +1,7 @@
 """``rlvr-world run CONFIG [--set section.field=value ...]``: the one-command pipeline.
 
 Only argparse at import time; the pipeline (torch, grpc, redis) loads in ``run_run``.
-``rlvr_world.apps.cli`` registers ``add_run_parser``; ``python -m rlvr_world.apps.pipeline.cli``
+``rlvr_world.apps.cli`` registers ``add_run_parser``; ``python -m rlvr_world.apps.commands``
 works too.
 """
 
@@ -68,11 +68,22 @@ def add_pool_parser(sub: Any) -> argparse.ArgumentParser:
     return parser
 
 
+def pool_any(run_dirs: Sequence[Path]) -> dict[str, Any]:
+    """The pooled headline of video runs (``apps.video.pool``) or language runs
+    (``apps.pipeline.pool``), by what the first run directory holds."""
+    from rlvr_world.apps.pipeline.pool import pool_runs
+    from rlvr_world.apps.video.pool import is_video_run, pool_video_runs
+
+    if run_dirs and any(is_video_run(d) for d in run_dirs):
+        return pool_video_runs(run_dirs)
+    return pool_runs(run_dirs)
+
+
 def run_pool(args: argparse.Namespace) -> int:
-    from rlvr_world.apps.pipeline.pool import PoolError, pool_runs
+    from rlvr_world.stats import PoolError
 
     try:
-        pooled = pool_runs(args.runs)
+        pooled = pool_any(args.runs)
     except PoolError as exc:
         print(f"rlvr-world pool: {exc}")
         return 2
@@ -148,8 +159,9 @@ def run_run(args: argparse.Namespace) -> int:
 
 
 def _run_task(args: argparse.Namespace) -> int:
-    from rlvr_world.apps.pipeline.config import load_pipeline_config, read_config_mapping
+    from rlvr_world.apps.pipeline.config import load_pipeline_config
     from rlvr_world.apps.pipeline.runner import run_pipeline
+    from rlvr_world.apps.run.configfile import read_config_mapping
 
     overrides = {k: _value(v) for k, _, v in (o.partition("=") for o in args.overrides)}
     task = read_config_mapping(args.config).get("task")
@@ -269,7 +281,7 @@ def run_web_mpc_task(path: Path, overrides: dict[str, Any]) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = _configure(argparse.ArgumentParser(prog="python -m rlvr_world.apps.pipeline.cli"))
+    parser = _configure(argparse.ArgumentParser(prog="python -m rlvr_world.apps.commands"))
     args = parser.parse_args(argv)
     logging.basicConfig(
         level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"

@@ -19,7 +19,7 @@ of a trainer that has not started (groups of the start's version past ``max_stal
 would only be dropped as stale) and leaves the CPU to its start-up. ``startup_breakdown`` says
 where the start-up's seconds went.
 
-Does not start the services (``apps.pipeline.stack`` does) and does not evaluate.
+Does not start the services (``apps.run.stack`` does) and does not evaluate.
 """
 
 from __future__ import annotations
@@ -41,13 +41,14 @@ from rlvr_world.apps.orchestrator.config import OrchestratorConfig
 from rlvr_world.apps.orchestrator.ledger import Ledger
 from rlvr_world.apps.orchestrator.metrics import OrchestratorMetrics
 from rlvr_world.apps.orchestrator.worker import Orchestrator, RunStats
-from rlvr_world.apps.pipeline.stack import Addresses
+from rlvr_world.apps.run.stack import Addresses
 from rlvr_world.apps.supervisor import POLL_S, ProcessFailed, ProcessSpec, Supervisor
 from rlvr_world.grpo.settings import DEFAULT_MAX_STALENESS, GrpoObjective, MaxStaleness
 from rlvr_world.items import PromptItem
 from rlvr_world.queue.server import RedisHandle
 from rlvr_world.queue.stream import Producer, QueueMetrics, StreamNames
 from rlvr_world.queue.weights import latest_version
+from rlvr_world.runlog import read_jsonl
 from rlvr_world.wire.services import ServiceClients
 
 #: The supervised trainer process's name (the feed runs until it exits).
@@ -238,6 +239,11 @@ async def run_grpo(  # noqa: PLR0913 (settings, items, and the live supervisor, 
         raise
     await ready  # ProcessFailed when the trainer exited before it was ready (the feed then ended)
     return stats
+
+
+def train_steps(log_path: Path) -> list[dict[str, Any]]:
+    """The ``step`` events of a trainer log (empty if there is none)."""
+    return [e for e in read_jsonl(log_path) if e.get("event") == "step"]
 
 
 def first_request_time(ledger: Path) -> float | None:

@@ -1,0 +1,33 @@
+"""A run's configuration file: one YAML mapping of sections, and ``--set`` overrides of fields.
+
+``read_config_mapping`` reads the file (``{}`` when empty; ``ValueError`` when the top level is
+not a mapping); ``apply_overrides`` sets ``section.field`` values into it before the run type's
+pydantic model validates it. Every run type (``apps.pipeline``, ``apps.video``, ``apps.mpc``)
+reads its config this way; which model validates it is the run type's.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+
+def apply_overrides(data: dict[str, Any], overrides: dict[str, Any]) -> dict[str, Any]:
+    """``data`` with each ``section.field`` override set (in place; returned for chaining)."""
+    for key, value in overrides.items():
+        section, _, leaf = key.partition(".")
+        node = data.setdefault(section, {})
+        if not leaf or not isinstance(node, dict):
+            raise ValueError(f"override {key!r} must look like section.field")
+        node[leaf] = value
+    return data
+
+
+def read_config_mapping(path: Path) -> dict[str, Any]:
+    """The YAML mapping of a config file (``{}`` when empty); ``ValueError`` when not a mapping."""
+    data = yaml.safe_load(path.read_text()) or {}
+    if not isinstance(data, dict):
+        raise ValueError(f"config {path} must be a mapping at the top level")
+    return data
