@@ -21,10 +21,11 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import AsyncIterator, Callable
-from typing import Any
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any, TypeAlias
 
 import grpc
+from google.protobuf.message import Message
 
 from rlvr_world.scaffold.auth import UNAUTHENTICATED_MESSAGE, bearer_matches
 from rlvr_world.scaffold.interceptor import HandlerInterceptor
@@ -39,12 +40,21 @@ DRAINING_MESSAGE = "server is draining (shutting down); retry on another replica
 #: A drain waits this long with nothing in flight before it stops the server, so calls admitted
 #: but not yet started are counted.
 SETTLE_S = 0.1
-Deserializer = Callable[[bytes], Any]
+Deserializer = Callable[[bytes], Message]
 #: (reason) for each refused call: "unauthenticated", "draining", "malformed".
 OnReject = Callable[[str], None]
+#: A message as a servicer method takes or returns it: parsed, or raw bytes where the method was
+#: registered without a (de)serializer.
+Payload: TypeAlias = Message | bytes
+Context: TypeAlias = grpc.aio.ServicerContext
+#: The four behaviours a ``grpc.RpcMethodHandler`` carries, by request and response cardinality.
+UnaryUnary = Callable[[Payload, Context], Awaitable[Payload]]
+UnaryStream = Callable[[Payload, Context], AsyncIterator[Payload]]
+StreamUnary = Callable[[AsyncIterator[Payload], Context], Awaitable[Payload]]
+StreamStream = Callable[[AsyncIterator[Payload], Context], AsyncIterator[Payload]]
 
 
-async def _parse(raw: bytes, parse: Deserializer, context: grpc.aio.ServicerContext) -> Any:
+async def _parse(raw: bytes, parse: Deserializer, context: Context) -> Message:
     try:
         return parse(raw)
     except Exception as exc:  # DecodeError, invalid UTF-8 in a string field, ...
@@ -53,15 +63,18 @@ async def _parse(raw: bytes, parse: Deserializer, context: grpc.aio.ServicerCont
             grpc.StatusCode.INVALID_ARGUMENT,
             f"request: malformed {name} message ({type(exc).__name__})",
         )
+        raise AssertionError("unreachable: abort raises") from exc
 
 
-def _refusal(handler: grpc.RpcMethodHandler, code: grpc.StatusCode, message: str) -> Any:
+def _refusal(
+    handler: grpc.RpcMethodHandler, code: grpc.StatusCode, message: str
+) -> grpc.RpcMethodHandler:
     """A handler of the same kind as ``handler`` that refuses without reading the request."""
 
-    async def unary(_req: Any, ctx: grpc.aio.ServicerContext) -> Any:
+    async def unary(_req: object, ctx: Context) -> None:
         await ctx.abort(code, message)
 
-    async def streaming(_req: Any, ctx: grpc.aio.ServicerContext) -> AsyncIterator[Any]:
+    async def streaming(_req: object, ctx: Context) -> AsyncIterator[None]:
         await ctx.abort(code, message)
         yield None  # pragma: no cover - abort raises
 
@@ -92,6 +105,7 @@ class Admission(HandlerInterceptor):
         self._last_change = time.monotonic()
 
     def start_drain(self) -> None:
+        """Refuse every new call from now on with ``UNAVAILABLE``; running calls go on."""
         self.draining = True
 
     async def wait_idle(self, timeout_s: float) -> bool:
@@ -110,6 +124,8 @@ class Admission(HandlerInterceptor):
     def wrap(
         self, handler: grpc.RpcMethodHandler, details: grpc.HandlerCallDetails
     ) -> grpc.RpcMethodHandler:
+        """``handler`` behind the token and drain checks, counted and parsed (module docstring);
+        an open method (health, reflection) unchanged."""
         if str(details.method).startswith(self._open):
             return handler
         if self._token is not None:
@@ -130,37 +146,40 @@ class Admission(HandlerInterceptor):
         self.in_flight -= 1
         self._last_change = time.monotonic()
 
-    def _tracked(self, handler: grpc.RpcMethodHandler) -> Any:
+    def _tracked(self, handler: grpc.RpcMethodHandler) -> grpc.RpcMethodHandler:
         """``handler`` counted while it runs, its request(s) parsed here (module docstring)."""
         parse: Deserializer | None = handler.request_deserializer
         kw = {"response_serializer": handler.response_serializer}
         if handler.unary_unary or handler.unary_stream:
             return self._unary_request(handler, parse, kw)
-        inner_stream = handler.stream_unary or handler.stream_stream
-        assert inner_stream is not None
 
-        def requests(raw_iter: AsyncIterator[Any], ctx: grpc.aio.ServicerContext) -> Any:
+        def requests(raw_iter: AsyncIterator[bytes], ctx: Context) -> AsyncIterator[Payload]:
             if parse is None:
                 return raw_iter
 
-            async def parsed() -> AsyncIterator[Any]:
+            async def parsed() -> AsyncIterator[Message]:
                 async for raw in raw_iter:
                     yield await _parse(raw, parse, ctx)
 
             return parsed()
 
         if handler.stream_unary:
+            inner_unary: StreamUnary = handler.stream_unary
 
-            async def stream_unary(raw_iter: AsyncIterator[Any], ctx: Any) -> Any:
+            async def stream_unary(raw_iter: AsyncIterator[bytes], ctx: Context) -> Payload:
                 self._enter()
                 try:
-                    return await inner_stream(requests(raw_iter, ctx), ctx)
+                    return await inner_unary(requests(raw_iter, ctx), ctx)
                 finally:
                     self._exit()
 
             return grpc.stream_unary_rpc_method_handler(stream_unary, **kw)
+        inner_stream: StreamStream | None = handler.stream_stream
+        assert inner_stream is not None
 
-        async def stream_stream(raw_iter: AsyncIterator[Any], ctx: Any) -> AsyncIterator[Any]:
+        async def stream_stream(
+            raw_iter: AsyncIterator[bytes], ctx: Context
+        ) -> AsyncIterator[Payload]:
             self._enter()
             try:
                 async for resp in inner_stream(requests(raw_iter, ctx), ctx):
@@ -172,11 +191,11 @@ class Admission(HandlerInterceptor):
 
     def _unary_request(
         self, handler: grpc.RpcMethodHandler, parse: Deserializer | None, kw: dict[str, Any]
-    ) -> Any:
+    ) -> grpc.RpcMethodHandler:
         if handler.unary_unary:
-            inner = handler.unary_unary
+            inner: UnaryUnary = handler.unary_unary
 
-            async def unary_unary(raw: Any, ctx: grpc.aio.ServicerContext) -> Any:
+            async def unary_unary(raw: bytes, ctx: Context) -> Payload:
                 self._enter()
                 try:
                     request = raw if parse is None else await _parse(raw, parse, ctx)
@@ -185,9 +204,9 @@ class Admission(HandlerInterceptor):
                     self._exit()
 
             return grpc.unary_unary_rpc_method_handler(unary_unary, **kw)
-        inner_gen = handler.unary_stream
+        inner_gen: UnaryStream = handler.unary_stream
 
-        async def unary_stream(raw: Any, ctx: grpc.aio.ServicerContext) -> AsyncIterator[Any]:
+        async def unary_stream(raw: bytes, ctx: Context) -> AsyncIterator[Payload]:
             self._enter()
             try:
                 request = raw if parse is None else await _parse(raw, parse, ctx)

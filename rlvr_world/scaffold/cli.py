@@ -17,11 +17,19 @@ import logging
 import sys
 from collections.abc import Callable, Coroutine, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any, Generic, TypeAlias, TypeVar
+
+if TYPE_CHECKING:
+    from rlvr_world.scaffold.settings import ServiceSettings
 
 #: (flag, settings field, type, help) of one service option; type ``bool``: a flag, ``list``: a
 #: string option that may be repeated.
 Option = tuple[str, str, type, str]
+
+#: The ``rlvr-world`` subcommands (what ``ArgumentParser.add_subparsers`` returns).
+Subparsers: TypeAlias = "argparse._SubParsersAction[argparse.ArgumentParser]"
+#: The settings class of the service a ``ServiceCommand`` starts.
+S = TypeVar("S", bound="ServiceSettings")
 
 #: Options of every service (``scaffold.settings.ServiceSettings``).
 COMMON_OPTIONS: tuple[Option, ...] = (
@@ -41,7 +49,7 @@ COMMON_OPTIONS: tuple[Option, ...] = (
 )
 
 
-def serve_subparsers(sub: Any) -> Any:
+def serve_subparsers(sub: Subparsers) -> Subparsers:
     """The subparsers of ``serve`` under ``sub``, creating ``serve`` if no service did yet."""
     serve = sub.choices.get("serve")
     if serve is None:
@@ -70,6 +78,7 @@ def add_options(parser: argparse.ArgumentParser, options: Sequence[Option]) -> N
 
 
 def configure_logging(level: str) -> None:
+    """Log records at ``level`` (a level name such as ``INFO``) and above to stderr."""
     logging.basicConfig(
         level=getattr(logging, level),
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
@@ -78,7 +87,7 @@ def configure_logging(level: str) -> None:
 
 
 @dataclass(frozen=True)
-class ServiceCommand:
+class ServiceCommand(Generic[S]):
     """How one service is started from a command line (module docstring)."""
 
     name: str
@@ -86,16 +95,19 @@ class ServiceCommand:
     description: str
     options: tuple[Option, ...]
     #: settings from the options given (a dict of field -> value); imports the settings class
-    settings: Callable[[dict[str, Any]], Any]
+    settings: Callable[[dict[str, Any]], S]
     #: serve the settings until SIGTERM / SIGINT; imports the server module
-    serve: Callable[[Any], Coroutine[Any, Any, None]]
+    serve: Callable[[S], Coroutine[Any, Any, None]]
 
     @property
     def all_options(self) -> tuple[Option, ...]:
+        """The service's options, then the common ones it does not redefine."""
         own = {flag for flag, _, _, _ in self.options}
         return self.options + tuple(o for o in COMMON_OPTIONS if o[0] not in own)
 
-    def settings_from_args(self, args: argparse.Namespace) -> Any:
+    def settings_from_args(self, args: argparse.Namespace) -> S:
+        """The settings from the environment, overridden by the options given in ``args``; a
+        bad value raises pydantic's ``ValidationError`` naming the field."""
         return self.settings(given_options(args, [dest for _, dest, _, _ in self.all_options]))
 
     def run(self, args: argparse.Namespace) -> int:
@@ -110,9 +122,9 @@ class ServiceCommand:
             return 2
         return 0
 
-    def add_parser(self, sub: Any) -> argparse.ArgumentParser:
+    def add_parser(self, sub: Subparsers) -> argparse.ArgumentParser:
         """Add ``serve <name>`` to the ``rlvr-world`` subcommands."""
-        parser: argparse.ArgumentParser = serve_subparsers(sub).add_parser(
+        parser = serve_subparsers(sub).add_parser(
             self.name, help=self.help, description=self.description
         )
         add_options(parser, self.all_options)

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import os
 import secrets
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -77,6 +77,7 @@ class ClientAuth:
 
     @property
     def metadata(self) -> tuple[tuple[str, str], ...]:
+        """The call metadata to send: the ``authorization`` header, or nothing without a token."""
         return (("authorization", f"Bearer {self.token}"),) if self.token else ()
 
     def credentials(self) -> grpc.ChannelCredentials | None:
@@ -112,14 +113,25 @@ class ClientAuth:
         return grpc.aio.insecure_channel(target, options=list(options), interceptors=interceptors)
 
 
-def _with_metadata(details: Any, metadata: tuple[tuple[str, str], ...]) -> Any:
-    """``details`` (a ``ClientCallDetails``) with ``metadata`` added to the call's own."""
+# grpcio ships no type stubs: its names below are Any to mypy (they still say what flows), and
+# subclassing its interceptor classes needs ``type: ignore[misc]``.
+Metadata = tuple[tuple[str, str], ...]
+#: What a client interceptor calls to go on with the call (the request is a message, or an
+#: iterator of them for a client stream), and the call object it gets back.
+Continue = Callable[[grpc.ClientCallDetails, Any], grpc.Call]
+AioContinue = Callable[[grpc.aio.ClientCallDetails, Any], Awaitable[grpc.aio.Call]]
+
+
+def _with_metadata(
+    details: grpc.aio.ClientCallDetails, metadata: Metadata
+) -> grpc.aio.ClientCallDetails:
+    """``details`` with ``metadata`` added to the call's own."""
     own = tuple(details.metadata or ())
     return details._replace(metadata=grpc.aio.Metadata(*own, *metadata))
 
 
 class _CallDetails(grpc.ClientCallDetails):  # type: ignore[misc]
-    def __init__(self, base: Any, metadata: tuple[tuple[str, str], ...]) -> None:
+    def __init__(self, base: grpc.ClientCallDetails, metadata: Metadata) -> None:
         self.method = base.method
         self.timeout = base.timeout
         self.metadata = tuple(base.metadata or ()) + metadata
@@ -134,45 +146,69 @@ class _SyncToken(
     grpc.StreamUnaryClientInterceptor,  # type: ignore[misc]
     grpc.StreamStreamClientInterceptor,  # type: ignore[misc]
 ):
-    def __init__(self, metadata: tuple[tuple[str, str], ...]) -> None:
+    def __init__(self, metadata: Metadata) -> None:
         self._metadata = metadata
 
-    def _go(self, continuation: Callable[..., Any], details: Any, request: Any) -> Any:
+    def _go(
+        self, continuation: Continue, details: grpc.ClientCallDetails, request: Any
+    ) -> grpc.Call:
         return continuation(_CallDetails(details, self._metadata), request)
 
-    def intercept_unary_unary(self, continuation: Any, details: Any, request: Any) -> Any:
+    def intercept_unary_unary(
+        self, continuation: Continue, details: grpc.ClientCallDetails, request: Any
+    ) -> grpc.Call:
+        """The call with the token added to its metadata."""
         return self._go(continuation, details, request)
 
-    def intercept_unary_stream(self, continuation: Any, details: Any, request: Any) -> Any:
+    def intercept_unary_stream(
+        self, continuation: Continue, details: grpc.ClientCallDetails, request: Any
+    ) -> grpc.Call:
+        """The call with the token added to its metadata."""
         return self._go(continuation, details, request)
 
-    def intercept_stream_unary(self, continuation: Any, details: Any, request_iter: Any) -> Any:
+    def intercept_stream_unary(
+        self, continuation: Continue, details: grpc.ClientCallDetails, request_iter: Any
+    ) -> grpc.Call:
+        """The call with the token added to its metadata."""
         return self._go(continuation, details, request_iter)
 
-    def intercept_stream_stream(self, continuation: Any, details: Any, request_iter: Any) -> Any:
+    def intercept_stream_stream(
+        self, continuation: Continue, details: grpc.ClientCallDetails, request_iter: Any
+    ) -> grpc.Call:
+        """The call with the token added to its metadata."""
         return self._go(continuation, details, request_iter)
 
 
-def _aio_token_interceptors(metadata: tuple[tuple[str, str], ...]) -> list[Any]:
+def _aio_token_interceptors(metadata: Metadata) -> list[grpc.aio.ClientInterceptor]:
     """One asyncio interceptor per call kind (grpc.aio dispatches on the base class)."""
 
-    async def go(continuation: Any, details: Any, request: Any) -> Any:
+    async def go(
+        continuation: AioContinue, details: grpc.aio.ClientCallDetails, request: Any
+    ) -> grpc.aio.Call:
         return await continuation(_with_metadata(details, metadata), request)
 
     class UnaryUnary(grpc.aio.UnaryUnaryClientInterceptor):  # type: ignore[misc]
-        async def intercept_unary_unary(self, continuation: Any, details: Any, req: Any) -> Any:
+        async def intercept_unary_unary(
+            self, continuation: AioContinue, details: grpc.aio.ClientCallDetails, req: Any
+        ) -> grpc.aio.Call:
             return await go(continuation, details, req)
 
     class UnaryStream(grpc.aio.UnaryStreamClientInterceptor):  # type: ignore[misc]
-        async def intercept_unary_stream(self, continuation: Any, details: Any, req: Any) -> Any:
+        async def intercept_unary_stream(
+            self, continuation: AioContinue, details: grpc.aio.ClientCallDetails, req: Any
+        ) -> grpc.aio.Call:
             return await go(continuation, details, req)
 
     class StreamUnary(grpc.aio.StreamUnaryClientInterceptor):  # type: ignore[misc]
-        async def intercept_stream_unary(self, continuation: Any, details: Any, it: Any) -> Any:
+        async def intercept_stream_unary(
+            self, continuation: AioContinue, details: grpc.aio.ClientCallDetails, it: Any
+        ) -> grpc.aio.Call:
             return await go(continuation, details, it)
 
     class StreamStream(grpc.aio.StreamStreamClientInterceptor):  # type: ignore[misc]
-        async def intercept_stream_stream(self, continuation: Any, details: Any, it: Any) -> Any:
+        async def intercept_stream_stream(
+            self, continuation: AioContinue, details: grpc.aio.ClientCallDetails, it: Any
+        ) -> grpc.aio.Call:
             return await go(continuation, details, it)
 
     return [UnaryUnary(), UnaryStream(), StreamUnary(), StreamStream()]

@@ -34,7 +34,7 @@ log = logging.getLogger(__name__)
 
 def new_server(
     max_message_bytes: int,
-    interceptors: Sequence[Any] = (),
+    interceptors: Sequence[grpc.aio.ServerInterceptor] = (),
     options: Sequence[tuple[str, Any]] = (),
 ) -> grpc.aio.Server:
     """An unstarted server whose send/receive limits are ``max_message_bytes``; ``options`` are
@@ -50,9 +50,11 @@ def new_server(
     )
 
 
-def add_health_and_reflection(server: grpc.aio.Server, service_name: str) -> Any:
+def add_health_and_reflection(
+    server: grpc.aio.Server, service_name: str
+) -> health.aio.HealthServicer:
     """Register ``grpc.health.v1.Health`` and reflection for ``service_name``; return the health
-    servicer (``health.aio.HealthServicer``)."""
+    servicer."""
     health_servicer = health.aio.HealthServicer()
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
     reflection.enable_server_reflection(
@@ -80,7 +82,9 @@ def bind(
     return bound
 
 
-async def set_serving(health_servicer: Any, service_name: str, serving: bool) -> None:
+async def set_serving(
+    health_servicer: health.aio.HealthServicer, service_name: str, serving: bool
+) -> None:
     """Report SERVING / NOT_SERVING for the whole server and for ``service_name``."""
     status = (
         health_pb2.HealthCheckResponse.SERVING
@@ -99,18 +103,21 @@ class GrpcEndpoint:
     port: int
     host: str
     service_name: str
-    health: Any
+    health: health.aio.HealthServicer
     admission: Admission
 
     @property
     def address(self) -> str:
+        """``host:port`` as bound."""
         return f"{self.host}:{self.port}"
 
     async def start(self) -> None:
+        """Start serving, then report SERVING."""
         await self.server.start()
         await self.set_serving(True)
 
     async def set_serving(self, serving: bool) -> None:
+        """Report SERVING (True) or NOT_SERVING on the health service."""
         await set_serving(self.health, self.service_name, serving)
 
     async def drain(self, grace_s: float) -> None:
@@ -138,14 +145,17 @@ class ServesGrpc:
 
     @property
     def grpc_port(self) -> int:
+        """The bound gRPC port (the free one picked when 0 was asked for)."""
         return self.endpoint.port
 
     @property
     def grpc_server(self) -> grpc.aio.Server:
+        """The service's ``grpc.aio`` server."""
         return self.endpoint.server
 
     @property
     def grpc_address(self) -> str:
+        """``host:port`` for clients."""
         return self.endpoint.address
 
 
@@ -154,7 +164,7 @@ def build_grpc(
     service_name: str,
     register: Callable[[grpc.aio.Server], None],
     *,
-    interceptors: Sequence[Any] = (),
+    interceptors: Sequence[grpc.aio.ServerInterceptor] = (),
     on_reject: OnReject | None = None,
     options: Sequence[tuple[str, Any]] = (),
 ) -> GrpcEndpoint:

@@ -14,11 +14,13 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from typing import Any
+from wsgiref.simple_server import WSGIServer
 
 import grpc
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
 from prometheus_client.exposition import start_http_server
 
+from rlvr_world.scaffold.admission import Context, Payload, UnaryUnary
 from rlvr_world.scaffold.interceptor import HandlerInterceptor
 
 LATENCY_BUCKETS = (0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120)
@@ -53,18 +55,21 @@ class GrpcMetrics:
         )
 
     def observe(self, method: str, status: str, seconds: float, tokens: int) -> None:
+        """Record one finished call: its status name, latency in seconds and tokens (0: none)."""
         self.requests.labels(method, status).inc()
         self.latency.labels(method).observe(seconds)
         if tokens:
             self.tokens.labels(method).inc(tokens)
 
     def render(self) -> bytes:
+        """The registry in the Prometheus text exposition format."""
         return generate_latest(self.registry)
 
     def interceptor(self) -> grpc.aio.ServerInterceptor:
+        """A server interceptor that observes every unary-unary call (others pass untouched)."""
         return _MetricsInterceptor(self)
 
-    def start_http(self, host: str, port: int) -> tuple[Any, int]:
+    def start_http(self, host: str, port: int) -> tuple[WSGIServer, int]:
         """Serve ``/metrics`` on ``host:port`` from a daemon thread; the server and bound port."""
         server, _thread = start_http_server(port, addr=host, registry=self.registry)
         return server, int(server.server_port)
@@ -84,10 +89,10 @@ class _MetricsInterceptor(HandlerInterceptor):
         if handler.unary_unary is None:
             return handler
         method = str(details.method).rsplit("/", 1)[-1]
-        inner = handler.unary_unary
+        inner: UnaryUnary = handler.unary_unary
         metrics = self.metrics
 
-        async def observed(request: Any, context: grpc.aio.ServicerContext) -> Any:
+        async def observed(request: Payload, context: Context) -> Payload:
             t0 = time.perf_counter()
             status = "UNKNOWN"
             tokens = 0

@@ -96,6 +96,7 @@ class ServiceSettings(BaseSettings):
 
     @property
     def mtls(self) -> bool:
+        """Whether clients must present a certificate (``tls_client_ca`` is set)."""
         return self.tls_client_ca is not None
 
     def auth_summary(self) -> str:

@@ -20,9 +20,13 @@ class RunningService(Protocol):
     """What every service's ``start_service`` returns."""
 
     @property
-    def grpc_address(self) -> str: ...
+    def grpc_address(self) -> str:
+        """``host:port`` of its gRPC server."""
+        ...
 
-    async def stop(self, grace_s: float | None = None) -> None: ...
+    async def stop(self, grace_s: float | None = None) -> None:
+        """Drain and stop; ``grace_s`` None: the service's own grace period."""
+        ...
 
 
 S = TypeVar("S", bound=RunningService)
@@ -45,11 +49,14 @@ class ServiceThread(Generic[S]):
         return asyncio.run_coroutine_threadsafe(coro, self._loop).result(timeout_s or self._timeout)
 
     def start(self) -> ServiceThread[S]:
+        """Start the loop thread and the service in it; raises what the start raises, or
+        ``TimeoutError`` past ``start_timeout_s``."""
         self._thread.start()
         self._service = self.run(self._starter())
         return self
 
     def stop(self, grace_s: float = 2.0) -> None:
+        """Drain the service (``grace_s`` for in-flight calls), stop the loop, join the thread."""
         if self._service is not None:
             self.run(self._service.stop(grace_s))
             self._service = None
@@ -58,12 +65,14 @@ class ServiceThread(Generic[S]):
 
     @property
     def service(self) -> S:
+        """The running service; ``RuntimeError`` before ``start`` or after ``stop``."""
         if self._service is None:
             raise RuntimeError("service not started")
         return self._service
 
     @property
     def grpc_address(self) -> str:
+        """The running service's ``host:port``."""
         return self.service.grpc_address
 
     def __enter__(self) -> ServiceThread[S]:
