@@ -7,9 +7,12 @@ imported and run. ``--help`` imports neither grpc nor transformers.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rlvr_world.scaffold.cli import Option, ServiceCommand
+
+if TYPE_CHECKING:
+    from services.decoder.settings import DecoderSettings
 
 #: command-line option -> settings field (the common ones come from the scaffold)
 _OPTIONS: tuple[Option, ...] = (
@@ -22,13 +25,13 @@ _OPTIONS: tuple[Option, ...] = (
 )
 
 
-def _settings(given: dict[str, Any]) -> Any:
+def _settings(given: dict[str, Any]) -> DecoderSettings:
     from services.decoder.settings import DecoderSettings
 
     return DecoderSettings(**given)
 
 
-async def _serve(settings: Any) -> None:
+async def _serve(settings: DecoderSettings) -> None:
     from services.decoder.server import serve
 
     await serve(settings)

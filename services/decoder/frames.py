@@ -87,6 +87,7 @@ class FrameDecoder:
 
     @property
     def compressive(self) -> bool:
+        """Whether the tokenizer takes context tokens (compressive) or none (per-frame)."""
         return self.context_tokens > 0
 
     def check_context(self, context_token_ids: Sequence[int]) -> np.ndarray | None:

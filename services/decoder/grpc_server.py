@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import Any
 
 import grpc
 
@@ -54,6 +53,7 @@ class DecoderServicer(decoder_pb2_grpc.DecoderServiceServicer):
     async def DecodeText(  # noqa: N802 (gRPC method name)
         self, request: decoder_pb2.DecodeTextRequest, context: grpc.aio.ServicerContext
     ) -> decoder_pb2.DecodeTextResponse:
+        """The text of one request's token ids; INVALID_ARGUMENT names a bad id or mode."""
         try:
             text = self.decoder.decode(request.token_ids, request.special_tokens)
         except InvalidDecodeRequest as exc:
@@ -63,6 +63,7 @@ class DecoderServicer(decoder_pb2_grpc.DecoderServiceServicer):
     async def DecodeTextBatch(  # noqa: N802 (gRPC method name)
         self, request: decoder_pb2.DecodeTextBatchRequest, context: grpc.aio.ServicerContext
     ) -> decoder_pb2.DecodeTextBatchResponse:
+        """The texts of up to ``max_batch`` requests, in order, or INVALID_ARGUMENT for all."""
         reqs = list(request.requests)
         if len(reqs) > self.settings.max_batch:
             await context.abort(
@@ -83,6 +84,7 @@ class DecoderServicer(decoder_pb2_grpc.DecoderServiceServicer):
     async def DecodeFrames(  # noqa: N802 (gRPC method name)
         self, request: decoder_pb2.DecodeFramesRequest, context: grpc.aio.ServicerContext
     ) -> decoder_pb2.DecodeFramesResponse:
+        """Frames (num_frames, H, W, 3) in [0, 1] of the visual token ids (refusals: module doc)."""
         if self.frames is None:
             await context.abort(grpc.StatusCode.FAILED_PRECONDITION, FRAMES_UNAVAILABLE)
             raise AssertionError("unreachable: abort raises")
@@ -104,6 +106,7 @@ class DecoderServicer(decoder_pb2_grpc.DecoderServiceServicer):
     async def Info(  # noqa: N802 (gRPC method name)
         self, request: decoder_pb2.DecoderInfoRequest, context: grpc.aio.ServicerContext
     ) -> decoder_pb2.DecoderInfoResponse:
+        """The tokenizer's name and vocabulary size, plus the video tokenizer's shape if loaded."""
         info = decoder_pb2.DecoderInfoResponse(
             tokenizer=self.decoder.name, vocab_size=self.decoder.vocab_size
         )
@@ -120,13 +123,14 @@ class DecoderServicer(decoder_pb2_grpc.DecoderServiceServicer):
 def create_server(
     settings: DecoderSettings,
     decoder: TextDecoder,
-    interceptors: tuple[Any, ...] = (),
+    interceptors: tuple[grpc.aio.ServerInterceptor, ...] = (),
     frames: FrameDecoder | None = None,
 ) -> GrpcEndpoint:
     """Build and bind the gRPC server (not started)."""
     servicer = DecoderServicer(decoder, settings, frames)
 
     def register(server: grpc.aio.Server) -> None:
+        # the generated *_pb2_grpc modules are unannotated (mypy-protobuf stubs cover *_pb2 only)
         decoder_pb2_grpc.add_DecoderServiceServicer_to_server(servicer, server)  # type: ignore[no-untyped-call]
 
     return build_grpc(settings, SERVICE_NAME, register, interceptors=interceptors)

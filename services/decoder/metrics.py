@@ -23,6 +23,7 @@ def decoded_tokens(method: str, request: Any, response: Any) -> int:
 
 
 def decoder_metrics() -> GrpcMetrics:
+    """The decoder's ``rlvr_decoder_*`` metrics, in a registry of their own."""
     return GrpcMetrics(
         "rlvr_decoder",
         decoded_tokens,

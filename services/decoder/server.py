@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from dataclasses import dataclass
-from typing import Any
+from wsgiref.simple_server import WSGIServer
 
 from rlvr_world.scaffold.grpc_server import GrpcEndpoint, ServesGrpc
 from rlvr_world.scaffold.metrics import GrpcMetrics
@@ -27,11 +27,13 @@ log = logging.getLogger(__name__)
 
 @dataclass
 class RunningService(ServesGrpc):
+    """A started decoder service: its tokenizers, gRPC endpoint and metrics server."""
+
     settings: DecoderSettings
     decoder: TextDecoder
     endpoint: GrpcEndpoint
     metrics: GrpcMetrics | None = None
-    metrics_http: Any = None
+    metrics_http: WSGIServer | None = None
     metrics_port: int | None = None
     frames: FrameDecoder | None = None
 
