@@ -11,7 +11,7 @@ import argparse
 import json
 import logging
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -159,24 +159,22 @@ def run_run(args: argparse.Namespace) -> int:
 
 
 def _run_task(args: argparse.Namespace) -> int:
-    from rlvr_world.apps.pipeline.config import load_pipeline_config
-    from rlvr_world.apps.pipeline.runner import run_pipeline
     from rlvr_world.apps.run.configfile import read_config_mapping
 
     overrides = {k: _value(v) for k, _, v in (o.partition("=") for o in args.overrides)}
-    task = read_config_mapping(args.config).get("task")
-    if task == "video":
-        return run_video(args.config, overrides)
-    if task in ("mpc", "policy_eval"):
-        return run_mpc_task(args.config, str(task), overrides)
-    if task == "web_mpc":
-        return run_web_mpc_task(args.config, overrides)
-    if task == "video_best_of_k":
-        return run_best_of_k_task(args.config, overrides)
-    if task == "video_sweep":
-        return run_sweep_task(args.config, overrides)
-    cfg = load_pipeline_config(args.config, overrides)
-    summary = run_pipeline(cfg, str(args.config))
+    task = str(read_config_mapping(args.config).get("task") or "text_game")
+    runner = RUNNERS.get(task, run_language)  # the language pipeline validates its own task
+    return runner(args.config, task, overrides)
+
+
+def run_language(path: Path, task: str, overrides: dict[str, Any]) -> int:
+    """``task: text_game`` / ``web``: the language world-model pipeline
+    (``rlvr_world.apps.pipeline.runner``)."""
+    from rlvr_world.apps.pipeline.config import load_pipeline_config
+    from rlvr_world.apps.pipeline.runner import run_pipeline
+
+    cfg = load_pipeline_config(path, overrides)
+    summary = run_pipeline(cfg, str(path))
     evals = summary.get("eval", {})
     for name, report in evals.items():
         if cfg.task == "web":
@@ -198,7 +196,7 @@ def _run_task(args: argparse.Namespace) -> int:
     return 0 if summary.get("trainer_exit") == 0 else 1
 
 
-def run_video(path: Path, overrides: dict[str, Any]) -> int:
+def run_video(path: Path, task: str, overrides: dict[str, Any]) -> int:
     """``task: video``: the video world model pipeline (``rlvr_world.apps.video.pipeline``)."""
     from rlvr_world.apps.video.config import load_video_config
     from rlvr_world.apps.video.pipeline import run_video_pipeline
@@ -215,7 +213,7 @@ def run_video(path: Path, overrides: dict[str, Any]) -> int:
     return 0 if summary.get("rl", {}).get("trainer_exit") == 0 else 1
 
 
-def run_best_of_k_task(path: Path, overrides: dict[str, Any]) -> int:
+def run_best_of_k_task(path: Path, task: str, overrides: dict[str, Any]) -> int:
     """``task: video_best_of_k``: best-of-k of a finished video run's base and RLVR models
     (``rlvr_world.apps.video.best_of_k``)."""
     from rlvr_world.apps.video.best_of_k import load_best_of_k_config, run_best_of_k
@@ -227,7 +225,7 @@ def run_best_of_k_task(path: Path, overrides: dict[str, Any]) -> int:
     return 0
 
 
-def run_sweep_task(path: Path, overrides: dict[str, Any]) -> int:
+def run_sweep_task(path: Path, task: str, overrides: dict[str, Any]) -> int:
     """``task: video_sweep``: RLVR arms from a finished video run's MLE model
     (``rlvr_world.apps.video.sweep``)."""
     from rlvr_world.apps.video.sweep import load_sweep_config, run_sweep
@@ -266,7 +264,7 @@ def run_mpc_task(path: Path, task: str, overrides: dict[str, Any]) -> int:
     return 0
 
 
-def run_web_mpc_task(path: Path, overrides: dict[str, Any]) -> int:
+def run_web_mpc_task(path: Path, task: str, overrides: dict[str, Any]) -> int:
     """``task: web_mpc``: MPC on MiniWoB++ pages with the language world models
     (``rlvr_world.apps.mpc.web``)."""
     from rlvr_world.apps.mpc.web import run_web_mpc
@@ -278,6 +276,17 @@ def run_web_mpc_task(path: Path, overrides: dict[str, Any]) -> int:
         print(f"{name}: success {h['value']} ci95 {h['ci95']} (n={h['n']}, faults {h['faults']})")
     print(f"wall {summary['wall_s']:.0f}s; report: {summary['run_dir']}/report.md")
     return 0
+
+
+#: A config's ``task`` -> what runs it (``run_language`` for every other task: text_game, web).
+RUNNERS: dict[str, Callable[[Path, str, dict[str, Any]], int]] = {
+    "video": run_video,
+    "video_best_of_k": run_best_of_k_task,
+    "video_sweep": run_sweep_task,
+    "mpc": run_mpc_task,
+    "policy_eval": run_mpc_task,
+    "web_mpc": run_web_mpc_task,
+}
 
 
 def main(argv: Sequence[str] | None = None) -> int:
