@@ -3,7 +3,9 @@ violation, planted in a copy of the tree, breaks it with the offending import na
 
 Layers (docs/architecture.md#layers): the core ``rlvr_world`` (outside ``rlvr_world.apps``)
 imports neither ``services``, ``trainer`` nor ``rlvr_world.apps``; services and the trainer
-import neither each other nor the apps; no service imports another.
+import neither each other nor the apps; no service imports another. Inside the apps, the run
+types (pipeline, video, mpc) share ``apps.run`` and import neither each other nor the commands;
+no two sibling modules or packages import each other in a cycle (``acyclic_siblings``).
 """
 
 from __future__ import annotations
@@ -92,6 +94,21 @@ VIOLATIONS = {
         "services/reward/leak.py",
         "import services.decoder.text\n",
         "services.reward.leak -> services.decoder.text",
+    ),
+    "the shared run code imports a run type": (
+        "rlvr_world/apps/run/leak.py",
+        "from rlvr_world.apps.video import pool\n",
+        "rlvr_world.apps.run.leak -> rlvr_world.apps.video",
+    ),
+    "one run type imports another": (
+        "rlvr_world/apps/pipeline/leak.py",
+        "import rlvr_world.apps.mpc.run\n",
+        "rlvr_world.apps.pipeline.leak -> rlvr_world.apps.mpc.run",
+    ),
+    "a cycle between two core packages (the wire imports the rewards)": (
+        "rlvr_world/rewards/leak.py",
+        "import rlvr_world.wire.services\n",
+        "No cycles are allowed in rlvr_world.",
     ),
 }
 
