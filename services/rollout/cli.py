@@ -7,10 +7,13 @@ imported and run. ``--help`` imports neither grpc nor torch.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rlvr_world.queue.weights import WEIGHTS_CHANNEL, WEIGHTS_KEY
 from rlvr_world.scaffold.cli import Option, ServiceCommand
+
+if TYPE_CHECKING:
+    from services.rollout.settings import RolloutSettings
 
 #: command-line option -> settings field (the common ones come from the scaffold)
 _OPTIONS: tuple[Option, ...] = (
@@ -35,13 +38,13 @@ _OPTIONS: tuple[Option, ...] = (
 )
 
 
-def _settings(given: dict[str, Any]) -> Any:
+def _settings(given: dict[str, Any]) -> RolloutSettings:
     from services.rollout.settings import RolloutSettings
 
     return RolloutSettings(**given)
 
 
-async def _serve(settings: Any) -> None:
+async def _serve(settings: RolloutSettings) -> None:
     from services.rollout.server import serve
 
     await serve(settings)

@@ -85,6 +85,7 @@ def prompt_from_proto(msg: rollout_pb2.GenerateRequest) -> str | list[int]:
 
 
 def generation_to_proto(request_id: str, gen: Generation) -> rollout_pb2.GenerateResponse:
+    """The ``GenerateResponse`` of ``gen`` for the request ``request_id``."""
     return rollout_pb2.GenerateResponse(
         request_id=request_id,
         prompt_token_ids=gen.prompt_token_ids,
@@ -103,6 +104,7 @@ def generation_to_proto(request_id: str, gen: Generation) -> rollout_pb2.Generat
 
 
 def info_to_proto(info: EngineInfo) -> rollout_pb2.EngineInfoResponse:
+    """The ``EngineInfoResponse`` of ``info`` (``info.extra`` is not on the wire)."""
     return rollout_pb2.EngineInfoResponse(
         engine=info.engine,
         model=info.model,

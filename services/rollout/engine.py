@@ -135,6 +135,9 @@ class Generation:
 
 @dataclass(frozen=True)
 class EngineInfo:
+    """What an engine serves: its kind, model path, policy version, vocabulary, and details
+    (``extra``: device, dtype, versions) for logs."""
+
     engine: str
     model: str
     policy_version: int
@@ -147,9 +150,13 @@ class GenerationEngine(Protocol):
     from worker threads, so implementations serialise access to the model themselves."""
 
     @property
-    def policy_version(self) -> int: ...
+    def policy_version(self) -> int:
+        """The version of the weights in service (the start weights' is ``initial_version``)."""
+        ...
 
-    def info(self) -> EngineInfo: ...
+    def info(self) -> EngineInfo:
+        """What the engine serves."""
+        ...
 
     def generate(self, prompt: str | Sequence[int], params: SamplingParams) -> Generation:
         """``prompt``: text (tokenized with the model's tokenizer) or token ids.
@@ -164,7 +171,9 @@ class GenerationEngine(Protocol):
         does not fit the model; the previous weights stay in service after an error."""
         ...
 
-    def close(self) -> None: ...
+    def close(self) -> None:
+        """Drop what the engine holds, at shutdown; it serves nothing after."""
+        ...
 
 
 def checked_prompt_ids(

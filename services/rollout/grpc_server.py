@@ -25,7 +25,7 @@ import asyncio
 import logging
 from collections.abc import Callable
 from concurrent.futures import Executor
-from typing import Any, TypeVar
+from typing import TypeVar
 
 import grpc
 
@@ -75,6 +75,8 @@ class RolloutServicer(rollout_pb2_grpc.RolloutServiceServicer):
     async def Generate(  # noqa: N802 (gRPC method name)
         self, request: rollout_pb2.GenerateRequest, context: grpc.aio.ServicerContext
     ) -> rollout_pb2.GenerateResponse:
+        """Samples and log-probs for one prompt; FAILED_PRECONDITION while the served weights
+        are older than ``min_policy_version``, INVALID_ARGUMENT for a bad prompt or sampling."""
         served = self.engine.policy_version
         if request.min_policy_version > served:
             await context.abort(
@@ -104,6 +106,8 @@ class RolloutServicer(rollout_pb2_grpc.RolloutServiceServicer):
     async def LoadWeights(  # noqa: N802 (gRPC method name)
         self, request: rollout_pb2.LoadWeightsRequest, context: grpc.aio.ServicerContext
     ) -> rollout_pb2.LoadWeightsResponse:
+        """Serve the checkpoint at ``path`` as ``version``; the previous weights stay on any
+        refusal (the status codes are ``WeightsGate``'s, NOT_FOUND, INVALID_ARGUMENT, INTERNAL)."""
         try:
             seconds = await self.loads.load(request.version, request.path, self.published)
         except WeightsRefused as exc:
@@ -121,6 +125,7 @@ class RolloutServicer(rollout_pb2_grpc.RolloutServiceServicer):
     async def Info(  # noqa: N802 (gRPC method name)
         self, request: rollout_pb2.EngineInfoRequest, context: grpc.aio.ServicerContext
     ) -> rollout_pb2.EngineInfoResponse:
+        """The engine, model, served policy version and vocabulary size."""
         return info_to_proto(self.engine.info())
 
 
@@ -130,13 +135,14 @@ def create_server(
     executor: Executor,
     loads: WeightLoads,
     *,
-    interceptors: tuple[Any, ...] = (),
+    interceptors: tuple[grpc.aio.ServerInterceptor, ...] = (),
     published: Published = nothing_published,
 ) -> GrpcEndpoint:
     """Build and bind the gRPC server (not started); see the module docstring."""
     servicer = RolloutServicer(engine, settings, executor, loads, published)
 
     def register(server: grpc.aio.Server) -> None:
+        # the generated *_pb2_grpc modules are unannotated (mypy-protobuf stubs cover *_pb2 only)
         rollout_pb2_grpc.add_RolloutServiceServicer_to_server(servicer, server)  # type: ignore[no-untyped-call]
 
     return build_grpc(settings, SERVICE_NAME, register, interceptors=interceptors)

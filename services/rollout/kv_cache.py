@@ -10,9 +10,10 @@ from __future__ import annotations
 from typing import Any
 
 import torch
-from transformers.cache_utils import DynamicLayer
+from transformers.cache_utils import DynamicCache, DynamicLayer
 
 
+# transformers' DynamicLayer.__init_subclass__ is unannotated, which strict mypy reports here
 class ReservedLayer(DynamicLayer):  # type: ignore[no-untyped-call]
     """A ``DynamicLayer`` whose keys and values are views of buffers with room for more
     positions: ``update`` writes the new positions in place instead of ``torch.cat``, which
@@ -41,6 +42,7 @@ class ReservedLayer(DynamicLayer):  # type: ignore[no-untyped-call]
     def update(
         self, key_states: torch.Tensor, value_states: torch.Tensor, *args: Any, **kwargs: Any
     ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Append the new positions (B, H, T, D) in place; the whole keys and values so far."""
         new = key_states.shape[-2]
         if self._length + new > self._kbuf.shape[-2]:
             room = max(new, self._kbuf.shape[-2])
@@ -53,7 +55,7 @@ class ReservedLayer(DynamicLayer):  # type: ignore[no-untyped-call]
         return self._kbuf[:, :, :end], self._vbuf[:, :, :end]
 
 
-def reserve(cache: Any, room: int) -> None:
+def reserve(cache: DynamicCache, room: int) -> None:
     """Give every layer of a ``DynamicCache`` room for ``room`` more positions (``ReservedLayer``);
     layers of other kinds (sliding windows) are left as they are."""
     for i, layer in enumerate(cache.layers):

@@ -21,6 +21,7 @@ def generated_tokens(method: str, request: Any, response: Any) -> int:
 
 
 def rollout_metrics() -> GrpcMetrics:
+    """The rollout service's ``rlvr_rollout_*`` metrics, in a registry of their own."""
     return GrpcMetrics(
         "rlvr_rollout",
         generated_tokens,

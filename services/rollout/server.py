@@ -13,7 +13,7 @@ import logging
 from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any
+from wsgiref.simple_server import WSGIServer
 
 import grpc
 
@@ -73,13 +73,15 @@ def build_engine(settings: RolloutSettings) -> GenerationEngine:
 
 @dataclass
 class RunningService(ServesGrpc):
+    """A started rollout service: its engine, gRPC endpoint, weights watcher and metrics."""
+
     settings: RolloutSettings
     engine: GenerationEngine
     endpoint: GrpcEndpoint
     executor: ThreadPoolExecutor
     watcher: WeightsWatcher | None
     metrics: GrpcMetrics | None = None
-    metrics_http: Any = None
+    metrics_http: WSGIServer | None = None
     metrics_port: int | None = None
 
     async def stop(self, grace_s: float | None = None) -> None:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Literal
 
 from pydantic import Field, field_validator
 from pydantic_settings import NoDecode, SettingsConfigDict
@@ -97,10 +97,12 @@ class RolloutSettings(ServiceSettings):
 
     @field_validator("weights_roots", mode="before")
     @classmethod
-    def _split_roots(cls, value: Any) -> Any:
+    def _split_roots(cls, value: object) -> object:
+        """A ``os.pathsep``-separated string (the environment's form) as a list of folders."""
         if isinstance(value, str):
             return [part for part in value.split(os.pathsep) if part.strip()]
         return value
 
     def tokenizer_path(self) -> str:
+        """The tokenizer directory: ``tokenizer``, else the model's."""
         return self.tokenizer or self.model

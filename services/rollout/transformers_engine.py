@@ -68,7 +68,7 @@ from services.rollout.engine import (
 from services.rollout.sampling import next_tokens
 
 if TYPE_CHECKING:
-    from transformers import PreTrainedModel
+    from transformers import DynamicCache, PreTrainedModel
 
 log = logging.getLogger(__name__)
 _DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
@@ -78,7 +78,7 @@ _PRECISION = {"float32": "fp32", "bfloat16": "bf16", "float16": "fp16"}
 ModelBackend = Literal["auto", "transformers"]
 
 
-def reserve(cache: Any, room: int) -> None:
+def reserve(cache: KVCache | DynamicCache, room: int) -> None:
     """Room for ``room`` more positions in every layer of either backend's cache."""
     if isinstance(cache, KVCache):
         cache.reserve(room)
@@ -188,16 +188,18 @@ class TransformersEngine:
         if self.gguf_file is not None:
             kwargs["gguf_file"] = self.gguf_file
         model: PreTrainedModel = AutoModelForCausalLM.from_pretrained(self.model_path, **kwargs)
-        model.to(self.device)  # type: ignore[arg-type]
-        model.eval()  # type: ignore[no-untyped-call]
+        model.to(self.device)  # type: ignore[arg-type]  # transformers' @wraps(Module.to) drops self
+        model.eval()  # type: ignore[no-untyped-call]  # transformers: eval() is unannotated
         model.requires_grad_(False)
         return model
 
     @property
     def policy_version(self) -> int:
+        """The version of the weights in service."""
         return self._version
 
     def info(self) -> EngineInfo:
+        """The engine, model, version, vocabulary, device and dtype."""
         return EngineInfo(
             engine="transformers",
             model=self.model_path,
@@ -222,7 +224,7 @@ class TransformersEngine:
             return self.tokenizer.encode(text, add_special_tokens=True)
         return list(self.tokenizer(text, add_special_tokens=True)["input_ids"])
 
-    def _new_cache(self) -> Any:
+    def _new_cache(self) -> KVCache | DynamicCache:
         if self.backend == "llama":
             return KVCache()
         from transformers import DynamicCache
@@ -230,6 +232,7 @@ class TransformersEngine:
         return DynamicCache()
 
     def generate(self, prompt: str | Sequence[int], params: SamplingParams) -> Generation:
+        """``GenerationEngine.generate``; plain requests join waiting ones (module docstring)."""
         ids = self.prompt_ids(prompt)
         check_generation(ids, params, self.vocab_size, self.context_length)
         generator = None
@@ -462,6 +465,7 @@ class TransformersEngine:
     # ------------------------------------------------------------ weights
 
     def load_weights(self, version: int, path: str) -> float:
+        """``GenerationEngine.load_weights``: copied in place (a LoRA adapter merged first)."""
         t0 = time.perf_counter()
         folder = Path(path)
         if not folder.is_dir():

@@ -58,7 +58,7 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from rlvr_world.devices import check_device, device_line
 from rlvr_world.weights import ADAPTER_CONFIG
@@ -82,6 +82,23 @@ LOGPROBS_MODE = "processed_logprobs"
 DEFAULT_CPU_KV_CACHE_GIB = 1.0
 Shape = tuple[int, ...]
 Shapes = dict[str, Shape]
+
+
+# vLLM is imported at run time only (module docstring), so mypy never sees its classes; these
+# name what this engine reads of ``vllm.outputs.RequestOutput`` and ``CompletionOutput``.
+class _Logprob(Protocol):
+    logprob: float
+
+
+class _Completion(Protocol):
+    token_ids: Sequence[int]
+    logprobs: Sequence[Mapping[int, _Logprob]] | None  # one {token id: Logprob} per token
+    finish_reason: str | None
+    text: str
+
+
+class _RequestOutput(Protocol):
+    outputs: Sequence[_Completion]
 
 
 #: The safetensors format caps its JSON header at 100 MB.
@@ -240,9 +257,11 @@ class VllmEngine:
 
     @property
     def policy_version(self) -> int:
+        """The version of the weights in service."""
         return self._version
 
     def info(self) -> EngineInfo:
+        """The engine, model, version, vocabulary, and vLLM's version, device and dtype."""
         return EngineInfo(
             engine="vllm",
             model=self.model_path,
@@ -281,6 +300,7 @@ class VllmEngine:
         )
 
     def generate(self, prompt: str | Sequence[int], params: SamplingParams) -> Generation:
+        """``GenerationEngine.generate``; a greedy request draws one sample and repeats it."""
         ids = self.prompt_ids(prompt)
         check_generation(ids, params, self.vocab_size, self.context_length)
         plan = plan_segments(params)
@@ -298,13 +318,16 @@ class VllmEngine:
             samples = samples * params.n
         return Generation(prompt_token_ids=ids, samples=samples, policy_version=version)
 
-    def _generate(self, prompts: list[list[int]], params: list[SamplingParams]) -> Any:
+    def _generate(
+        self, prompts: list[list[int]], params: list[SamplingParams]
+    ) -> list[_RequestOutput]:
         """One ``LLM.generate`` over token-id prompts, each with its own parameters."""
         requests = [{"prompt_token_ids": p} for p in prompts]
         try:
-            return self.llm.generate(
+            outputs: list[_RequestOutput] = self.llm.generate(
                 requests, [self.sampling_params(p) for p in params], use_tqdm=False
             )
+            return outputs
         except self._validation_error as exc:
             raise InvalidRequest(f"sampling: vLLM refused the request: {exc}") from exc
 
@@ -351,7 +374,7 @@ class VllmEngine:
         ]
 
     @staticmethod
-    def _sample(completion: Any) -> Sample:
+    def _sample(completion: _Completion) -> Sample:
         tokens = [int(t) for t in completion.token_ids]
         steps = completion.logprobs or []
         if len(steps) != len(tokens):
@@ -367,6 +390,8 @@ class VllmEngine:
     # ------------------------------------------------------------ weights
 
     def load_weights(self, version: int, path: str) -> float:
+        """``GenerationEngine.load_weights`` for a full checkpoint of the start model's shapes,
+        reloaded in place by vLLM's workers; a LoRA adapter is ``InvalidRequest``."""
         t0 = time.perf_counter()
         folder = Path(path)
         if not folder.is_dir():

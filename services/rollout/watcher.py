@@ -49,9 +49,11 @@ class WeightsWatcher:
         self._task: asyncio.Task[None] | None = None
 
     def start(self) -> None:
+        """Start following the weights in a task of the running event loop."""
         self._task = asyncio.get_running_loop().create_task(self._run(), name="weights-watcher")
 
     async def stop(self) -> None:
+        """Cancel the following task and wait until it has ended."""
         if self._task is not None:
             self._task.cancel()
             await asyncio.gather(self._task, return_exceptions=True)
@@ -103,5 +105,5 @@ class WeightsWatcher:
                 else:
                     await self._consider(parse_weights(await client.get(self.key)))
         finally:
-            await pubsub.aclose()  # type: ignore[no-untyped-call]
+            await pubsub.aclose()  # type: ignore[no-untyped-call]  # redis: unannotated
             await client.aclose()

@@ -113,6 +113,7 @@ Published = Callable[[], Awaitable[int | None]]
 
 
 async def nothing_published() -> int | None:
+    """``Published`` of a service that follows no trainer: always None."""
     return None
 
 
