@@ -142,10 +142,12 @@ class KVLayer:
 
     @property
     def keys(self) -> torch.Tensor:
+        """The filled keys (rows, kv heads, positions, head dim): a view of the buffer."""
         return self._k[:, :, : self._length]
 
     @property
     def values(self) -> torch.Tensor:
+        """The filled values, shaped as ``keys``: a view of the buffer."""
         return self._v[:, :, : self._length]
 
     def reserve(self, room: int) -> None:
@@ -154,6 +156,7 @@ class KVLayer:
             self._k, self._v = self._grown(self._k, room), self._grown(self._v, room)
 
     def update(self, keys: torch.Tensor, values: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Write the new positions in place after the filled ones; all keys and values so far."""
         new = keys.shape[-2]
         if self._length + new > self._k.shape[-2]:
             self.reserve(max(new, self._k.shape[-2]))  # doubles
@@ -172,23 +175,29 @@ class KVCache:
         self.layers: list[KVLayer] = []
 
     def get_seq_length(self) -> int:
+        """Positions cached so far (0 before the first forward)."""
         return self.layers[0].keys.shape[-2] if self.layers else 0
 
     def update(
         self, keys: torch.Tensor, values: torch.Tensor, layer: int
     ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Append ``layer``'s new keys and values (its first call creates the layer); all of that
+        layer's keys and values so far. Layers must be filled in order."""
         if layer == len(self.layers):
             self.layers.append(KVLayer(keys, values))
             return keys, values
         return self.layers[layer].update(keys, values)
 
     def batch_repeat_interleave(self, n: int) -> None:
+        """Repeat each row ``n`` times in place (a prompt's cache for ``n`` samples); the copies
+        have no reserved room."""
         self.layers = [
             KVLayer(x.keys.repeat_interleave(n, dim=0), x.values.repeat_interleave(n, dim=0))
             for x in self.layers
         ]
 
     def reserve(self, room: int) -> None:
+        """Room for ``room`` more positions in every layer."""
         for layer in self.layers:
             layer.reserve(room)
 
@@ -203,6 +212,7 @@ class Linear(nn.Module):
         self.weight = nn.Parameter(torch.empty(outputs, inputs))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """``x @ weight.T`` over the last axis."""
         return F.linear(x, self.weight)
 
 
@@ -214,16 +224,20 @@ class Embedding(nn.Module):
         self.weight = nn.Parameter(torch.empty(rows, size))
 
     def forward(self, ids: torch.Tensor) -> torch.Tensor:
+        """The rows of ``weight`` for ``ids`` (any shape; a row per id)."""
         return F.embedding(ids, self.weight)
 
 
 class RMSNorm(nn.Module):
+    """Llama's RMS norm over the last axis, computed in float32 and cast back."""
+
     def __init__(self, size: int, eps: float) -> None:
         super().__init__()
         self.weight = nn.Parameter(torch.ones(size))
         self.eps = eps
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """``x`` (..., size) normalised and scaled by ``weight``, in ``x``'s dtype."""
         dtype = x.dtype
         x = x.to(torch.float32)
         x = x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps)
@@ -236,6 +250,8 @@ def _rotate_half(x: torch.Tensor) -> torch.Tensor:
 
 
 class Attention(nn.Module):
+    """Grouped-query self-attention with rotary positions, layer ``index`` of the cache."""
+
     def __init__(self, s: LlamaShape, index: int) -> None:
         super().__init__()
         self.index, self.heads, self.kv_heads = index, s.heads, s.kv_heads
@@ -252,6 +268,8 @@ class Attention(nn.Module):
         mask: torch.Tensor | None,
         cache: KVCache,
     ) -> torch.Tensor:
+        """``x`` (rows, new positions, hidden) attended over the cached and new positions;
+        ``mask`` None: causal (the fast path), else boolean (rows, 1, new, all), True: attend."""
         b, m, _ = x.shape
         q = self.q_proj(x).view(b, m, -1, self.head_dim).transpose(1, 2)
         k = self.k_proj(x).view(b, m, -1, self.head_dim).transpose(1, 2)
@@ -270,6 +288,8 @@ class Attention(nn.Module):
 
 
 class MLP(nn.Module):
+    """Llama's SwiGLU feed-forward block."""
+
     def __init__(self, s: LlamaShape) -> None:
         super().__init__()
         self.gate_proj = Linear(s.hidden_size, s.intermediate_size)
@@ -277,11 +297,14 @@ class MLP(nn.Module):
         self.down_proj = Linear(s.intermediate_size, s.hidden_size)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """``down(silu(gate(x)) * up(x))``, shape kept."""
         out: torch.Tensor = self.down_proj(F.silu(self.gate_proj(x)) * self.up_proj(x))
         return out
 
 
 class DecoderLayer(nn.Module):
+    """One pre-norm block: attention then the MLP, each added to the residual stream."""
+
     def __init__(self, s: LlamaShape, index: int) -> None:
         super().__init__()
         self.self_attn = Attention(s, index)
@@ -290,6 +313,7 @@ class DecoderLayer(nn.Module):
         self.post_attention_layernorm = RMSNorm(s.hidden_size, s.rms_norm_eps)
 
     def forward(self, x: torch.Tensor, *args: Any) -> torch.Tensor:
+        """``x`` (rows, positions, hidden) through the block; ``args``: ``Attention.forward``'s."""
         x = x + self.self_attn(self.input_layernorm(x), *args)
         out: torch.Tensor = x + self.mlp(self.post_attention_layernorm(x))
         return out
@@ -342,6 +366,7 @@ class LlamaLM(nn.Module):
         self.inv_freq = _inv_freq(s)
 
     def get_input_embeddings(self) -> Embedding:
+        """The token embedding (its weight's rows are the vocabulary)."""
         return self.model.embed_tokens
 
     def save_pretrained(self, folder: str | Path, safe_serialization: bool = True) -> None:

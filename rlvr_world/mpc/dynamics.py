@@ -60,7 +60,10 @@ class Dynamics(Protocol):
 
     name: str
 
-    def rollout(self, context: Context, actions: NDArray[np.float64]) -> Frames: ...
+    def rollout(self, context: Context, actions: NDArray[np.float64]) -> Frames:
+        """Frames (N, H, h, w, 3) in [0, 1] after each of ``actions`` (N, H, 2), every row
+        from ``context``; ``ValueError`` for actions of another shape or not finite."""
+        ...
 
 
 def _check_actions(actions: NDArray[Any]) -> NDArray[np.float64]:
@@ -78,6 +81,7 @@ class OracleDynamics:
         self.name = name
 
     def rollout(self, context: Context, actions: NDArray[np.float64]) -> Frames:
+        """``Dynamics.rollout``: each row simulated from ``context.state``."""
         arr = _check_actions(actions)
         n, h = arr.shape[:2]
         side = self.sim.side
@@ -115,6 +119,7 @@ class WorldModelDynamics:
 
     @property
     def side(self) -> int:
+        """Frame side in pixels, as the frame tokenizer reads it."""
         return int(self.tokenizer.frame_shape[0])
 
     def encode(self, frames: NDArray[np.uint8]) -> NDArray[np.int64]:
@@ -149,6 +154,8 @@ class WorldModelDynamics:
         return pred, rendered
 
     def rollout(self, context: Context, actions: NDArray[np.float64]) -> Frames:
+        """``Dynamics.rollout``: ``step`` H times from ``context.frame`` (tokenized once), all
+        rows batched; ``ValueError`` for a context frame of another shape than the model's."""
         arr = _check_actions(actions)
         n, h = arr.shape[:2]
         frame = np.asarray(context.frame, dtype=np.uint8)
@@ -244,8 +251,8 @@ def _load(
     model: PreTrainedModel = AutoModelForCausalLM.from_pretrained(str(folder), dtype=torch.float32)
     if embedding_rows(model) != spec.vocab.size:
         raise ModelUnavailable(f"{name}: model vocabulary differs from video.json's")
-    model.to(device)  # type: ignore[arg-type]
-    model.eval()  # type: ignore[no-untyped-call]
+    model.to(device)  # type: ignore[arg-type]  # transformers' @wraps(Module.to) drops self
+    model.eval()  # type: ignore[no-untyped-call]  # transformers: eval() is unannotated
     logger.info("loaded world model %s from %s", name, folder)
     return WorldModelDynamics(
         name,

@@ -40,6 +40,9 @@ class MalformedGoal(ValueError):
 
 @dataclass(frozen=True)
 class Task:
+    """One planning task: start agent (x, y) and block (x, y, angle), the goal block pose and
+    the goal frame the planner's cost compares against (arena pixels, radians)."""
+
     index: int
     start_agent: NDArray[np.float64]
     start_block: NDArray[np.float64]
@@ -61,6 +64,9 @@ class EpisodeSettings:
 
 @dataclass
 class EpisodeResult:
+    """How one episode went: ``status`` ok or the reason it could not run, success, the goal
+    coverage and pose errors at the end, each plan's seconds, the real and predicted frames."""
+
     task: int
     planner: str
     status: str = "ok"

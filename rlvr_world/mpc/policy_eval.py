@@ -45,6 +45,8 @@ Policy = Callable[[NDArray[np.float64], NDArray[np.float64]], NDArray[np.float32
 
 @dataclass(frozen=True)
 class PolicyDef:
+    """A named policy: ``make_policy``'s kind and its noise and goal-bias settings."""
+
     name: str
     kind: str
     noise: float
@@ -52,6 +54,7 @@ class PolicyDef:
     keep_direction_p: float = 0.0
 
     def make(self, seed: int, p: int, e: int) -> Policy:
+        """The policy of episode ``e`` of policy index ``p``, drawing from ``[seed, p, e]``."""
         rng = np.random.default_rng([seed, p, e])
         return make_policy(
             self.kind,
@@ -64,6 +67,8 @@ class PolicyDef:
 
 @dataclass(frozen=True)
 class Start:
+    """A start state: agent (x, y) and block (x, y, angle)."""
+
     agent: NDArray[np.float64]
     block: NDArray[np.float64]
 
@@ -77,6 +82,7 @@ class Outcomes:
 
     @property
     def rates(self) -> NDArray[np.float64]:
+        """Each policy's success rate over its episodes, (P,)."""
         return np.asarray(self.success.mean(axis=1), dtype=np.float64)
 
 

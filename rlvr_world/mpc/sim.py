@@ -21,8 +21,9 @@ What it does not do: no planning, no world model, no drawing beyond the environm
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
 from numpy.typing import NDArray
@@ -37,6 +38,11 @@ from rlvr_world.rewards.pusht_state import (
 )
 from rlvr_world.video.data import resize_frames
 from rlvr_world.video.pusht import ARENA, make_env
+
+if TYPE_CHECKING:
+    from shapely.geometry.base import BaseGeometry
+
+T = TypeVar("T")
 
 logger = logging.getLogger(__name__)
 
@@ -80,10 +86,11 @@ class PushTSim:
 
     def __init__(self, side: int = FRAME_SIDE) -> None:
         self.side = side
-        self.env: Any = make_env()
+        self.env = make_env()
         self.env.reset(seed=0)
 
     def close(self) -> None:
+        """Close the environment (pygame); the simulator is unusable after."""
         self.env.close()
 
     def __enter__(self) -> PushTSim:
@@ -92,7 +99,7 @@ class PushTSim:
     def __exit__(self, *_: object) -> None:
         self.close()
 
-    def _guard(self, what: str, fn: Any, *args: Any) -> Any:
+    def _guard(self, what: str, fn: Callable[..., T], *args: Any) -> T:
         try:
             return fn(*args)
         except SimulatorError:
@@ -101,9 +108,11 @@ class PushTSim:
             raise SimulatorError(f"{what}: {type(exc).__name__}: {exc}") from exc
 
     def reset(self, seed: int) -> None:
+        """The scene ``seed`` draws (agent and block placed by gym-pusht's reset)."""
         self._guard("reset", lambda: self.env.reset(seed=seed))
 
     def snapshot(self) -> SimState:
+        """The full physical state now, for ``restore``."""
         agent, block = self.env.agent, self.env.block
         return SimState(
             agent_pos=(float(agent.position[0]), float(agent.position[1])),
@@ -156,10 +165,12 @@ class PushTSim:
         return out
 
     def block_pose(self) -> Pose:
+        """The block's (x, y, angle): arena pixels and radians."""
         block = self.env.block
         return np.array([block.position[0], block.position[1], block.angle], dtype=np.float64)
 
     def agent_pos(self) -> NDArray[np.float64]:
+        """The agent's (x, y) in arena pixels."""
         return np.array(self.env.agent.position, dtype=np.float64)
 
 
@@ -175,8 +186,8 @@ def check_pose(pose: NDArray[Any] | list[float] | tuple[float, ...], name: str) 
     return arr
 
 
-def block_polygon(pose: NDArray[Any]) -> Any:
-    """The T at ``pose`` as a shapely polygon in arena pixels."""
+def block_polygon(pose: NDArray[Any]) -> BaseGeometry:
+    """The T at ``pose`` as a shapely polygon in arena pixels (shapely is untyped: Any to mypy)."""
     from shapely.geometry import Polygon
     from shapely.ops import unary_union
 

@@ -26,7 +26,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 import numpy.typing as npt
@@ -37,6 +37,36 @@ logger = logging.getLogger(__name__)
 
 Vec = npt.NDArray[np.float64]
 Action = npt.NDArray[np.float32]
+
+if TYPE_CHECKING:
+    import pymunk
+
+
+class PushTEnv(Protocol):
+    """What this project uses of ``gym_pusht.envs.pusht.PushTEnv`` (``obs_type="pixels"``),
+    which is imported at run time (``make_env``) and ships no type information."""
+
+    agent: pymunk.Body
+    block: pymunk.Body
+    space: pymunk.Space
+
+    def reset(self, *, seed: int | None = None) -> tuple[npt.NDArray[np.uint8], dict[str, Any]]:
+        """A new scene from ``seed``: the first frame (96, 96, 3) and an info dict."""
+        ...
+
+    def step(
+        self, action: npt.NDArray[Any]
+    ) -> tuple[npt.NDArray[np.uint8], float, bool, bool, dict[str, Any]]:
+        """One control step: frame, reward, terminated, truncated, info (``is_success``)."""
+        ...
+
+    def get_obs(self) -> npt.NDArray[np.uint8]:
+        """The current frame (96, 96, 3)."""
+        ...
+
+    def close(self) -> None:
+        """Release pygame."""
+        ...
 POLICIES = ("noisy-scripted", "random")
 ARENA = 512.0
 GOAL = np.array([256.0, 256.0])
@@ -198,22 +228,26 @@ def make_policy(
     return act
 
 
-def make_env() -> Any:
+def make_env() -> PushTEnv:
+    """A pixel-observation PushT environment, rendered off-screen (no display needed);
+    ``RuntimeError`` saying what to install when gym-pusht is missing."""
     os.environ.setdefault("SDL_VIDEODRIVER", "dummy")
     os.environ.setdefault("PYGAME_HIDE_SUPPORT_PROMPT", "1")
     try:
         module = importlib.import_module("gym_pusht.envs.pusht")
     except ImportError as exc:  # pragma: no cover - depends on the installed extras
         raise RuntimeError("gym-pusht is not installed: pip install 'rlvr-world[video]'") from exc
-    return module.PushTEnv(obs_type="pixels", render_mode="rgb_array")
+    env: PushTEnv = module.PushTEnv(obs_type="pixels", render_mode="rgb_array")
+    return env
 
 
-def block_com(env: Any) -> Vec:
+def block_com(env: PushTEnv) -> Vec:
+    """The block's centre of gravity in arena pixels (x, y)."""
     body = env.block
     return np.array(body.local_to_world(body.center_of_gravity), dtype=np.float64)
 
 
-def _record_one(env: Any, steps: int, seed: int, index: int, policy: str) -> PushTRecording:
+def _record_one(env: PushTEnv, steps: int, seed: int, index: int, policy: str) -> PushTRecording:
     obs, _ = env.reset(seed=seed + index)
     act = _make_policy(policy, np.random.default_rng([seed, index]))
     frames = [obs]
