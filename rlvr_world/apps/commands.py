@@ -138,13 +138,6 @@ def run_pool(args: argparse.Namespace) -> int:
     return 0
 
 
-def _value(text: str) -> Any:
-    try:
-        return json.loads(text)
-    except json.JSONDecodeError:
-        return text
-
-
 def run_run(args: argparse.Namespace) -> int:
     from rlvr_world.apps.supervisor import exits_on_termination
     from rlvr_world.devices import DeviceUnavailable
@@ -159,9 +152,9 @@ def run_run(args: argparse.Namespace) -> int:
 
 
 def _run_task(args: argparse.Namespace) -> int:
-    from rlvr_world.apps.run.configfile import read_config_mapping
+    from rlvr_world.apps.run.configfile import parse_overrides, read_config_mapping
 
-    overrides = {k: _value(v) for k, _, v in (o.partition("=") for o in args.overrides)}
+    overrides = parse_overrides(args.overrides)
     task = str(read_config_mapping(args.config).get("task") or "text_game")
     runner = RUNNERS.get(task, run_language)  # the language pipeline validates its own task
     return runner(args.config, task, overrides)
@@ -276,6 +269,42 @@ def run_web_mpc_task(path: Path, task: str, overrides: dict[str, Any]) -> int:
         print(f"{name}: success {h['value']} ci95 {h['ci95']} (n={h['n']}, faults {h['faults']})")
     print(f"wall {summary['wall_s']:.0f}s; report: {summary['run_dir']}/report.md")
     return 0
+
+
+def _orchestrate(args: argparse.Namespace) -> int:
+    from rlvr_world.apps.pipeline.orchestrate import run_orchestrate
+
+    return run_orchestrate(args)
+
+
+def add_orchestrate_parser(sub: Any) -> argparse.ArgumentParser:
+    """Register ``orchestrate`` on the ``rlvr-world`` subcommands."""
+    parser: argparse.ArgumentParser = sub.add_parser(
+        "orchestrate",
+        help="feed a language run's GRPO through running services (compose, Kubernetes)",
+        description="The deployable half of rlvr-world run: against running reward, decoder "
+        "and rollout services, Redis and a trainer, evaluate the start, feed the config's train "
+        "items until the trainer has published rl.steps versions, evaluate RLVR and write "
+        "summary.json (headline: RLVR against the start) and the answers to --out.",
+    )
+    parser.add_argument("config", type=Path, help="pipeline YAML (task text_game or web)")
+    parser.add_argument(
+        "--set",
+        dest="overrides",
+        action="append",
+        default=[],
+        metavar="SECTION.FIELD=VALUE",
+        help="override a field (rl.steps must equal the trainer's run.total_steps)",
+    )
+    from rlvr_world.apps.run.endpoints import ENV
+
+    for name, env in ENV.items():
+        parser.add_argument(f"--{name}", default=None, help=f"address (default ${env})")
+    parser.add_argument(
+        "--out", type=Path, default=Path("runs/orchestrate"), help="where results are written"
+    )
+    parser.set_defaults(handler=_orchestrate)
+    return parser
 
 
 #: A config's ``task`` -> what runs it (``run_language`` for every other task: text_game, web).

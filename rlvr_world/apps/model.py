@@ -245,7 +245,7 @@ def import_gguf(
 def add_model_parser(sub: Any) -> argparse.ArgumentParser:
     """Register ``model`` (with ``import-gguf``) on an ``argparse`` subparsers object."""
     model: argparse.ArgumentParser = sub.add_parser(
-        "model", help="prepare model folders (import a GGUF checkpoint)"
+        "model", help="prepare model folders (import a GGUF checkpoint, a run's start model)"
     )
     model_sub = model.add_subparsers(dest="model_command", required=True)
     imp = model_sub.add_parser(
@@ -268,7 +268,44 @@ def add_model_parser(sub: Any) -> argparse.ArgumentParser:
         "--force", action="store_true", help="replace OUT when it exists and is not empty"
     )
     imp.set_defaults(handler=run_import_gguf)
+    start = model_sub.add_parser(
+        "start",
+        help="write a language run's start model (its tiny model, SFT as configured) as a folder",
+        description="The model `rlvr-world run CONFIG` starts GRPO from (the config's items, "
+        "tiny model or model.path, and SFT), written with its tokenizer to OUT: the models/policy "
+        "folder a compose or Kubernetes deployment serves and trains.",
+    )
+    start.add_argument("config", type=Path, help="pipeline YAML (task text_game or web)")
+    start.add_argument("out", type=Path, help="the folder to write (new or empty)")
+    start.add_argument(
+        "--set",
+        dest="overrides",
+        action="append",
+        default=[],
+        metavar="SECTION.FIELD=VALUE",
+        help="override a config field, e.g. --set run.seed=1",
+    )
+    start.add_argument(
+        "--force", action="store_true", help="replace OUT when it exists and is not empty"
+    )
+    start.set_defaults(handler=run_start_model)
     return model
+
+
+def run_start_model(args: argparse.Namespace) -> int:
+    """``model start``: 0 when written; 2 with the reason when refused."""
+    from rlvr_world.apps.pipeline.config import load_pipeline_config
+    from rlvr_world.apps.pipeline.start_model import StartModelRefused, write_start_model
+    from rlvr_world.apps.run.configfile import parse_overrides
+
+    try:
+        cfg = load_pipeline_config(args.config, parse_overrides(args.overrides))
+        out = write_start_model(cfg, args.out, force=args.force)
+    except (StartModelRefused, ValueError, FileNotFoundError) as exc:
+        print(f"rlvr-world model start: error: {exc}", file=sys.stderr)
+        return 2
+    print(f"start model of {args.config} in {out}")
+    return 0
 
 
 def run_import_gguf(args: argparse.Namespace) -> int:

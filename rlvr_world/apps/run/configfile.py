@@ -8,6 +8,8 @@ reads its config this way; which model validates it is the run type's.
 
 from __future__ import annotations
 
+import json
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -31,3 +33,16 @@ def read_config_mapping(path: Path) -> dict[str, Any]:
     if not isinstance(data, dict):
         raise ValueError(f"config {path} must be a mapping at the top level")
     return data
+
+
+def parse_overrides(items: Sequence[str]) -> dict[str, Any]:
+    """``--set section.field=value`` arguments as ``{"section.field": value}``; each value is
+    parsed as JSON when it is JSON (numbers, booleans, lists), else kept as the string."""
+    out: dict[str, Any] = {}
+    for item in items:
+        key, _, text = item.partition("=")
+        try:
+            out[key] = json.loads(text)
+        except json.JSONDecodeError:
+            out[key] = text
+    return out

@@ -1,0 +1,132 @@
+"""``rlvr-world orchestrate``: a whole GRPO job fed against services it did not start.
+
+As in a deployment, Redis, the reward, decoder and rollout services and the trainer run on their
+own (supervised processes here, containers there), started from the start model that
+``rlvr-world model start`` writes; the command, a separate process that knows only their
+addresses, evaluates the start, feeds until the trainer has published ``rl.steps`` versions,
+evaluates RLVR and writes its summary. Then each bad input: no address, a config of another
+task, an address nothing answers on, a Redis URL that does not answer.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from rlvr_world.apps.pipeline.config import load_pipeline_config
+from rlvr_world.apps.run.grpo import trainer_config
+from rlvr_world.apps.run.stack import start_services, trainer_spec
+from rlvr_world.apps.supervisor import Supervisor, pick_free_port
+from rlvr_world.queue.server import REDIS_URL_ENV, start_embedded
+
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
+
+REPO = Path(__file__).resolve().parents[2]
+SMOKE = REPO / "configs" / "pipeline" / "smoke.yaml"
+ADDRESS_ENV = ("RLVR_ROLLOUT_ADDRESS", "RLVR_DECODER_ADDRESS", "RLVR_REWARD_ADDRESS")
+
+
+def _cli(
+    args: list[str], env: dict[str, str], timeout: float = 600
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "rlvr_world.apps.cli", *args],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
+
+
+def _env(**extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k not in (*ADDRESS_ENV, REDIS_URL_ENV)}
+    return {**env, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1", **extra}
+
+
+def test_a_grpo_job_fed_against_running_services_writes_its_evaluation(tmp_path: Path) -> None:
+    env = _env()
+    model = tmp_path / "models" / "policy"
+    made = _cli(["model", "start", str(SMOKE), str(model)], env)
+    assert made.returncode == 0, made.stderr[-3000:]
+    cfg = load_pipeline_config(SMOKE, {"run.run_dir": str(tmp_path / "unused")})
+    redis = start_embedded(tmp_path / "redis")
+    out = tmp_path / "orchestrate"
+    try:
+        with Supervisor(tmp_path) as sup:
+            addrs = start_services(sup, model=model, redis_url=redis.url, max_tokens=24)
+            tcfg = trainer_config(
+                cfg.rl,
+                model=model,
+                redis_url=redis.url,
+                trainer_dir=tmp_path / "trainer",
+                device="cpu",
+                idle_timeout_s=300.0,
+                seed=cfg.run.seed,
+            )
+            (tmp_path / "trainer.yaml").write_text(yaml.safe_dump(tcfg))
+            sup.start(trainer_spec(tmp_path / "trainer.yaml"), timeout_s=180)
+            run = _cli(
+                ["orchestrate", str(SMOKE), "--out", str(out)],
+                _env(
+                    RLVR_ROLLOUT_ADDRESS=addrs.rollout,
+                    RLVR_DECODER_ADDRESS=addrs.decoder,
+                    RLVR_REWARD_ADDRESS=addrs.reward,
+                    RLVR_REDIS_URL=redis.url,
+                ),
+            )
+            assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-3000:]
+            assert sup.get("trainer").popen.wait(timeout=120) == 0
+    finally:
+        redis.close()
+    summary = json.loads((out / "summary.json").read_text())
+    steps = cfg.rl.steps
+    assert summary["trainer_steps"] == steps and summary["served_version"] == steps
+    assert summary["pushed"] >= steps * cfg.rl.groups_per_step
+    head = summary["headline"]
+    test_items = summary["data"]["test"]
+    assert head["n"] == test_items and head["control"] is None
+    assert head["metric"] == "exact_match" and "always_no_change" in head["baselines"]
+    low, high = head["ci95_vs_start"]
+    assert low <= head["rlvr_minus_start"] <= high
+    for name in ("start", "rlvr"):
+        rows = (out / f"eval_{name}.jsonl").read_text().splitlines()
+        assert len(rows) == test_items
+    assert summary["eval"]["rlvr"]["policy_version"] == steps
+    assert f"{steps} trainer steps" in run.stdout
+
+
+def test_no_address_is_refused_naming_each_missing_one(tmp_path: Path) -> None:
+    run = _cli(["orchestrate", str(SMOKE), "--out", str(tmp_path)], _env(), timeout=60)
+    assert run.returncode == 2
+    for flag, env in (("--rollout", "RLVR_ROLLOUT_ADDRESS"), ("--redis", "RLVR_REDIS_URL")):
+        assert f"{flag} (or ${env})" in run.stdout
+
+
+def test_a_config_of_another_task_is_refused(tmp_path: Path) -> None:
+    video = REPO / "configs" / "video" / "smoke.yaml"
+    run = _cli(["orchestrate", str(video), "--out", str(tmp_path)], _env(), timeout=60)
+    assert run.returncode == 2
+    assert "task 'video'; orchestrate feeds text_game and web runs" in run.stdout
+    assert f"rlvr-world run {video}" in run.stdout
+
+
+def test_an_address_nothing_answers_on_is_named(tmp_path: Path) -> None:
+    nowhere = f"127.0.0.1:{pick_free_port()}"
+    env = _env(
+        RLVR_ROLLOUT_ADDRESS=nowhere,
+        RLVR_DECODER_ADDRESS=nowhere,
+        RLVR_REWARD_ADDRESS=nowhere,
+        RLVR_REDIS_URL="redis://127.0.0.1:1/0",
+    )
+    args = ["orchestrate", str(SMOKE), "--out", str(tmp_path)]
+    run = _cli([*args, "--set", "run.service_start_timeout_s=2"], env, timeout=120)
+    assert run.returncode == 2
+    assert f"not serving after 2s: rollout at {nowhere}" in run.stdout
