@@ -63,7 +63,7 @@ def build_tokenizer(corpus: Iterable[str], vocab_size: int) -> PreTrainedTokeniz
     tok.post_processor = processors.TemplateProcessing(
         single="<|bos|> $A", special_tokens=[("<|bos|>", BOS_ID)]
     )
-    return PreTrainedTokenizerFast(  # type: ignore[no-untyped-call]
+    return PreTrainedTokenizerFast(  # type: ignore[no-untyped-call]  # transformers: unannotated
         tokenizer_object=tok, bos_token="<|bos|>", eos_token="<|eos|>", pad_token="<|pad|>"
     )
 
@@ -87,7 +87,7 @@ def build_model(cfg: TinyLMConfig, vocab_size: int) -> LlamaForCausalLM:
         eos_token_id=EOS_ID,
         pad_token_id=PAD_ID,
     )
-    model = LlamaForCausalLM(config)  # type: ignore[no-untyped-call]
+    model = LlamaForCausalLM(config)  # type: ignore[no-untyped-call]  # transformers: unannotated
     model.generation_config.eos_token_id = EOS_ID
     return model
 

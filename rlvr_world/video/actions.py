@@ -49,6 +49,7 @@ class ActionQuantizer:
 
     @property
     def dims(self) -> int:
+        """Action dimensions D."""
         return int(self.ranges.shape[0])
 
     @classmethod
@@ -93,19 +94,23 @@ class ActionQuantizer:
         return result
 
     def to_dict(self) -> dict[str, Any]:
+        """``{"ranges": [[min, max], ...], "bins": n}``, the JSON form."""
         return {"ranges": self.ranges.tolist(), "bins": self.bins}
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> ActionQuantizer:
+        """The quantizer of ``to_dict``'s form; ``ValueError`` without ``ranges``."""
         if "ranges" not in data:
             raise ValueError("ranges: missing from the action quantizer spec")
         return cls(data["ranges"], bins=int(data.get("bins", 256)))
 
     def save(self, path: str | Path) -> None:
+        """Write ``to_dict`` as JSON to ``path``."""
         Path(path).write_text(json.dumps(self.to_dict(), indent=1) + "\n", encoding="utf-8")
 
     @classmethod
     def load(cls, path: str | Path) -> ActionQuantizer:
+        """The quantizer ``save`` wrote to ``path``."""
         return cls.from_dict(json.loads(Path(path).read_text(encoding="utf-8")))
 
     def __eq__(self, other: object) -> bool:

@@ -94,6 +94,7 @@ class CompressiveConfig(BaseModel):
 
     @property
     def hw(self) -> tuple[int, int]:
+        """``image_size`` as (height, width) in pixels."""
         size = self.image_size
         return (size, size) if isinstance(size, int) else (size[0], size[1])
 
@@ -134,33 +135,40 @@ class CompressiveTokenizer(nn.Module):
 
     @property
     def context_grid(self) -> tuple[int, int]:
+        """Context token grid (rows, columns): the frame over ``context_downsample``."""
         h, w = self.config.hw
         return h // self.config.context_downsample, w // self.config.context_downsample
 
     @property
     def feature_grid(self) -> tuple[int, int]:
+        """The dynamics encoder's feature grid: the frame over ``dynamics_downsample``."""
         h, w = self.config.hw
         return h // self.config.dynamics_downsample, w // self.config.dynamics_downsample
 
     @property
     def dynamics_grid(self) -> tuple[int, int]:
+        """Dynamics token grid: the feature grid over ``patch`` (one token per patch)."""
         fh, fw = self.feature_grid
         return fh // self.config.patch, fw // self.config.patch
 
     @property
     def context_tokens_per_frame(self) -> int:
+        """Tokens of the context frame."""
         return self.context_grid[0] * self.context_grid[1]
 
     @property
     def dynamics_tokens_per_frame(self) -> int:
+        """Tokens of each future frame."""
         return self.dynamics_grid[0] * self.dynamics_grid[1]
 
     @property
     def context_codebook_size(self) -> int:
+        """Distinct context token ids (the context FSQ's levels multiplied)."""
         return self.context_fsq.codebook_size
 
     @property
     def dynamics_codebook_size(self) -> int:
+        """Distinct dynamics token ids (the dynamics FSQ's levels multiplied)."""
         return self.dynamics_fsq.codebook_size
 
     # ---- building blocks (codes are (B, d, h, w))
@@ -353,6 +361,7 @@ class CompressiveTokenizer(nn.Module):
 
     @property
     def frame_shape(self) -> tuple[int, int, int]:
+        """(height, width, 3) of the frames it encodes and decodes."""
         h, w = self.config.hw
         return h, w, RGB_CHANNELS
 

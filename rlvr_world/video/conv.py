@@ -52,6 +52,7 @@ class ResBlock(nn.Module):
         self.skip = nn.Identity() if c_in == c_out else nn.Conv2d(c_in, c_out, 1)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """``(B, c_in, H, W)`` -> ``(B, c_out, H, W)``."""
         out: torch.Tensor = self.skip(x) + self.body(x)
         return out
 
@@ -64,6 +65,7 @@ class Upsample(nn.Module):
         self.conv = nn.Conv2d(channels, channels, 3, padding=1)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """``(B, C, H, W)`` -> ``(B, C, 2H, 2W)``."""
         out: torch.Tensor = self.conv(functional.interpolate(x, scale_factor=2.0, mode="nearest"))
         return out
 
@@ -123,6 +125,7 @@ class Encoder(_ConvStack):
 
     @staticmethod
     def build(s: _Sizes) -> list[nn.Module]:
+        """Stem, a stage per channel width (the first ``halvings`` halve), then the head."""
         layers: list[nn.Module] = [nn.Conv2d(s.c_in, s.channels[0], 3, padding=1)]
         prev = s.channels[0]
         for i, c in enumerate(s.channels):
@@ -138,6 +141,7 @@ class Decoder(_ConvStack):
 
     @staticmethod
     def build(s: _Sizes) -> list[nn.Module]:
+        """Stem, a stage per width in reverse (the last ``halvings`` double), then the head."""
         prev = s.channels[-1]
         layers: list[nn.Module] = [
             nn.Conv2d(s.c_in, prev, 3, padding=1),

@@ -72,6 +72,7 @@ class Episode:
 
     @property
     def action_dims(self) -> int:
+        """Action dimensions D."""
         return int(self.actions.shape[1])
 
 
@@ -229,6 +230,7 @@ def resize_frames(frames: Frames, size: int | tuple[int, int]) -> Frames:
 
 
 def resize_episode(episode: Episode, size: int | tuple[int, int]) -> Episode:
+    """``episode`` with its frames resized to ``size`` (``resize_frames``), actions kept."""
     return Episode(resize_frames(episode.frames, size), episode.actions, episode.source)
 
 

@@ -137,7 +137,7 @@ def sample_frames(
     device = next(model.parameters()).device
     generator = torch.Generator(device=device).manual_seed(cfg.seed)
     out = np.empty((prompts.shape[0], n_tokens), dtype=np.int64)
-    model.eval()  # type: ignore[no-untyped-call]
+    model.eval()  # type: ignore[no-untyped-call]  # transformers: eval() is unannotated
     with torch.inference_mode():
         for start in range(0, prompts.shape[0], cfg.batch_size):
             ids = torch.from_numpy(prompts[start : start + cfg.batch_size]).to(device)

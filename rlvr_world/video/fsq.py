@@ -108,4 +108,5 @@ class FSQ(nn.Module):
             raise ValueError(f"z: last dimension must be {self.dim} (len(levels)), got {z.shape}")
 
     def extra_repr(self) -> str:
+        """The levels and codebook size, for ``repr``."""
         return f"levels={self.levels}, codebook_size={self.codebook_size}"

@@ -179,6 +179,7 @@ class InverseDynamicsModel(nn.Module):
 
     @property
     def device(self) -> torch.device:
+        """The device its parameters are on."""
         return next(self.parameters()).device
 
     def predict(

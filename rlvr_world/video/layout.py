@@ -74,6 +74,7 @@ class SingleStepVocab(_Specials):
 
     @property
     def action_offset(self) -> int:
+        """Id of action bin 0: right after the visual codes."""
         return self.visual_codes
 
 
@@ -92,10 +93,12 @@ class MultiStepVocab(_Specials):
 
     @property
     def context_offset(self) -> int:
+        """Id of context code 0: right after the dynamics codes."""
         return self.dynamics_codes
 
     @property
     def action_offset(self) -> int:
+        """Id of action bin 0: after the dynamics and context codes."""
         return self.dynamics_codes + self.context_codes
 
 
@@ -122,10 +125,12 @@ class TokenSequence:
 
     @property
     def prompt_ids(self) -> list[int]:
+        """The first ``prompt_length`` input ids."""
         return self.input_ids[: self.prompt_length]
 
     @property
     def response_ids(self) -> list[int]:
+        """The input ids after the prompt."""
         return self.input_ids[self.prompt_length :]
 
 

@@ -215,7 +215,7 @@ def sample_multistep(
     device = next(model.parameters()).device
     generator = torch.Generator(device=device).manual_seed(cfg.seed)
     out = np.empty((n, steps, tokens_per_frame), dtype=np.int64)
-    model.eval()  # type: ignore[no-untyped-call]
+    model.eval()  # type: ignore[no-untyped-call]  # transformers: eval() is unannotated
     with torch.inference_mode():
         for start in range(0, n, cfg.batch_size):
             ids = torch.from_numpy(prompts[start : start + cfg.batch_size]).to(device)

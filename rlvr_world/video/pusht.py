@@ -67,6 +67,8 @@ class PushTEnv(Protocol):
     def close(self) -> None:
         """Release pygame."""
         ...
+
+
 POLICIES = ("noisy-scripted", "random")
 ARENA = 512.0
 GOAL = np.array([256.0, 256.0])
@@ -92,6 +94,9 @@ AT_PUSH_POSITION = 20.0
 
 @dataclass(frozen=True)
 class PushTRecording:
+    """One recorded episode: T+1 frames (96, 96, 3), T actions, T+1 agent positions and block
+    poses (at the start and after each step; arena pixels, radians), T rewards and successes."""
+
     frames: npt.NDArray[np.uint8]
     actions: npt.NDArray[np.float32]
     agent_pos: npt.NDArray[np.float64]
@@ -101,9 +106,11 @@ class PushTRecording:
     seed: int
 
     def to_episode(self) -> Episode:
+        """The frames and actions as a training ``Episode``."""
         return Episode(self.frames, self.actions, f"pusht-sim:seed{self.seed}")
 
     def save(self, path: str | Path) -> None:
+        """Write every array to a compressed ``.npz`` at ``path``."""
         np.savez_compressed(
             path,
             frames=self.frames,

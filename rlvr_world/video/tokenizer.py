@@ -197,6 +197,7 @@ class FrameTokenizer(nn.Module):
 
     @property
     def codebook_size(self) -> int:
+        """Distinct token ids (the FSQ levels multiplied)."""
         return self.quantizer.codebook_size
 
     @property
@@ -207,6 +208,7 @@ class FrameTokenizer(nn.Module):
 
     @property
     def tokens_per_frame(self) -> int:
+        """Tokens of one frame: the grid's rows times columns."""
         return self.grid[0] * self.grid[1]
 
     @property

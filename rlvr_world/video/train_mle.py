@@ -84,9 +84,11 @@ class MLEResult:
 
     @property
     def tokens_per_s(self) -> float:
+        """Trained tokens per second of training (0.0 before any time passed)."""
         return self.tokens / self.seconds if self.seconds > 0 else 0.0
 
     def summary(self) -> dict[str, float]:
+        """Steps, tokens, seconds, throughput and the last loss (NaN without one), as floats."""
         return {
             "start_step": float(self.start_step),
             "step": float(self.step),
@@ -240,7 +242,7 @@ def train_mle(
     finally:
         if log_file is not None:
             log_file.close()
-        model.eval()  # type: ignore[no-untyped-call]
+        model.eval()  # type: ignore[no-untyped-call]  # transformers: eval() is unannotated
     result.seconds = time.perf_counter() - t0
     return result
 

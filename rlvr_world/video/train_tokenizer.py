@@ -434,7 +434,7 @@ def _optimise(
             p_loss = perceptual(recon[:k].clamp(0.0, 1.0), x[:k], normalize=True).mean()
             loss = loss + settings.perceptual_weight * p_loss
         optimiser.zero_grad(set_to_none=True)
-        loss.backward()  # type: ignore[no-untyped-call]
+        torch.autograd.backward(loss)  # Tensor.backward is unannotated
         optimiser.step()
         scheduler.step()
         seconds += time.perf_counter() - start

@@ -52,16 +52,24 @@ class Vocab(Protocol):
     """What the model needs from a layout vocabulary (``SingleStepVocab`` / ``MultiStepVocab``)."""
 
     @property
-    def size(self) -> int: ...
+    def size(self) -> int:
+        """Token ids in the model's vocabulary (its embedding rows)."""
+        ...
 
     @property
-    def bos(self) -> int: ...
+    def bos(self) -> int:
+        """The id that ends a single-step prompt, before the predicted frame's tokens."""
+        ...
 
     @property
-    def eos(self) -> int: ...
+    def eos(self) -> int:
+        """The id that ends a single-step response."""
+        ...
 
     @property
-    def pad(self) -> int: ...
+    def pad(self) -> int:
+        """The id padded rows carry (never trained)."""
+        ...
 
 
 @dataclass(frozen=True)
@@ -75,6 +83,7 @@ class WorldModelSpec:
     extra: dict[str, Any] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
+        """The JSON object ``video.json`` holds (``extra`` keys at the top level)."""
         return {
             "vocab": vocab_to_dict(self.vocab),
             "tokens_per_frame": self.tokens_per_frame,
@@ -85,6 +94,7 @@ class WorldModelSpec:
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> WorldModelSpec:
+        """The spec of a ``video.json`` object; ``ValueError`` names a missing field."""
         for key in ("vocab", "tokens_per_frame", "context_length"):
             if key not in data:
                 raise ValueError(f"{VIDEO_JSON}: missing field {key!r}")
@@ -152,7 +162,7 @@ def build_tokenizer(vocab: LayoutVocab) -> PreTrainedTokenizerFast:
     tok = Tokenizer(models.WordLevel({n: i for i, n in enumerate(names)}, unk_token=EOS_TOKEN))
     tok.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
     tok.decoder = decoders.WordPiece(prefix="##", cleanup=False)
-    fast = PreTrainedTokenizerFast(  # type: ignore[no-untyped-call]
+    fast = PreTrainedTokenizerFast(  # type: ignore[no-untyped-call]  # transformers: unannotated
         tokenizer_object=tok, bos_token=BOS_TOKEN, eos_token=EOS_TOKEN, pad_token=EOS_TOKEN
     )
     if (fast.bos_token_id, fast.eos_token_id, fast.pad_token_id) != (
@@ -210,7 +220,7 @@ def build_world_model(
         eos_token_id=vocab.eos,
         pad_token_id=vocab.pad,
     )
-    model = LlamaForCausalLM(config)  # type: ignore[no-untyped-call]
+    model = LlamaForCausalLM(config)  # type: ignore[no-untyped-call]  # transformers: unannotated
     model.generation_config.eos_token_id = vocab.eos
     model.generation_config.pad_token_id = vocab.pad
     return model
@@ -273,6 +283,6 @@ def load_world_model(
     model: PreTrainedModel = AutoModelForCausalLM.from_pretrained(str(folder), dtype=torch.float32)
     if embedding_rows(model) != spec.vocab.size:
         raise ValueError(f"{folder}: model vocabulary differs from {VIDEO_JSON}'s {spec.vocab}")
-    model.to(device)  # type: ignore[arg-type]
-    model.eval()  # type: ignore[no-untyped-call]
+    model.to(device)  # type: ignore[arg-type]  # transformers' @wraps(Module.to) drops self
+    model.eval()  # type: ignore[no-untyped-call]  # transformers: eval() is unannotated
     return model, spec
