@@ -24,7 +24,12 @@ from typing import Any
 
 from rlvr_world import __version__
 from rlvr_world.apps.collect.cli import add_collect_parser
-from rlvr_world.apps.commands import add_orchestrate_parser, add_pool_parser, add_run_parser
+from rlvr_world.apps.commands import (
+    add_orchestrate_parser,
+    add_pool_parser,
+    add_run_parser,
+    add_train_run_parser,
+)
 from rlvr_world.apps.healthcheck import add_healthcheck_parser
 from rlvr_world.apps.model import add_model_parser
 from rlvr_world.apps.video.idm import add_video_parser
@@ -47,6 +52,7 @@ _SUBCOMMANDS: tuple[Callable[[Any], argparse.ArgumentParser], ...] = (
     add_run_parser,
     add_pool_parser,
     add_orchestrate_parser,
+    add_train_run_parser,
     add_collect_parser,
     add_video_parser,
     add_model_parser,

@@ -303,7 +303,48 @@ def add_orchestrate_parser(sub: Any) -> argparse.ArgumentParser:
     parser.add_argument(
         "--out", type=Path, default=Path("runs/orchestrate"), help="where results are written"
     )
+    parser.add_argument(
+        "--metrics-port", type=int, default=None, help="serve /metrics here (Prometheus)"
+    )
     parser.set_defaults(handler=_orchestrate)
+    return parser
+
+
+def _train_run(args: argparse.Namespace) -> int:
+    from rlvr_world.apps.pipeline.orchestrate import run_train_run
+
+    return run_train_run(args)
+
+
+def add_train_run_parser(sub: Any) -> argparse.ArgumentParser:
+    """Register ``train-run`` on the ``rlvr-world`` subcommands."""
+    parser: argparse.ArgumentParser = sub.add_parser(
+        "train-run",
+        help="the GRPO trainer of a language run's config (a deployment's trainer)",
+        description="Writes the trainer config rlvr-world run would write for CONFIG's rl "
+        "section (the model from --model, checkpoints in --run-dir, Redis from RLVR_REDIS_URL) "
+        "and runs the trainer: with rlvr-world orchestrate on the same CONFIG, one file "
+        "configures both sides of a deployment.",
+    )
+    parser.add_argument("config", type=Path, help="pipeline YAML (task text_game or web)")
+    parser.add_argument(
+        "--set",
+        dest="overrides",
+        action="append",
+        default=[],
+        metavar="SECTION.FIELD=VALUE",
+        help="override a config field (use the same ones as orchestrate)",
+    )
+    parser.add_argument("--model", type=Path, required=True, help="the start model folder")
+    parser.add_argument("--run-dir", type=Path, required=True, help="checkpoints and logs")
+    parser.add_argument("--resume", action="store_true", help="continue from the last checkpoint")
+    parser.add_argument(
+        "--checkpoint-every", type=int, default=1, help="steps between checkpoints (default 1)"
+    )
+    parser.add_argument(
+        "--metrics-port", type=int, default=None, help="serve /metrics here (Prometheus)"
+    )
+    parser.set_defaults(handler=_train_run)
     return parser
 
 

@@ -1,11 +1,12 @@
 """``rlvr-world orchestrate``: a whole GRPO job fed against services it did not start.
 
-As in a deployment, Redis, the reward, decoder and rollout services and the trainer run on their
-own (supervised processes here, containers there), started from the start model that
-``rlvr-world model start`` writes; the command, a separate process that knows only their
-addresses, evaluates the start, feeds until the trainer has published ``rl.steps`` versions,
-evaluates RLVR and writes its summary. Then each bad input: no address, a config of another
-task, an address nothing answers on, a Redis URL that does not answer.
+As in a deployment, Redis, the reward, decoder and rollout services and the trainer
+(``rlvr-world train-run`` of the same config) run on their own (supervised processes here,
+containers there), started from the start model that ``rlvr-world model start`` writes. The
+command, a separate process that knows only their addresses, evaluates the start, feeds until
+the trainer has published ``rl.steps`` versions, evaluates RLVR and writes its summary. Then
+each bad input: no address, a config of another task, a missing model folder, an address
+nothing answers on.
 """
 
 from __future__ import annotations
@@ -17,12 +18,10 @@ import sys
 from pathlib import Path
 
 import pytest
-import yaml
 
 from rlvr_world.apps.pipeline.config import load_pipeline_config
-from rlvr_world.apps.run.grpo import trainer_config
-from rlvr_world.apps.run.stack import start_services, trainer_spec
-from rlvr_world.apps.supervisor import Supervisor, pick_free_port
+from rlvr_world.apps.run.stack import start_services
+from rlvr_world.apps.supervisor import LogLine, ProcessSpec, Supervisor, pick_free_port
 from rlvr_world.queue.server import REDIS_URL_ENV, start_embedded
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
@@ -62,17 +61,16 @@ def test_a_grpo_job_fed_against_running_services_writes_its_evaluation(tmp_path:
     try:
         with Supervisor(tmp_path) as sup:
             addrs = start_services(sup, model=model, redis_url=redis.url, max_tokens=24)
-            tcfg = trainer_config(
-                cfg.rl,
-                model=model,
-                redis_url=redis.url,
-                trainer_dir=tmp_path / "trainer",
-                device="cpu",
-                idle_timeout_s=300.0,
-                seed=cfg.run.seed,
+            trainer = ProcessSpec(
+                "trainer",
+                [
+                    *(sys.executable, "-m", "rlvr_world.apps.cli", "train-run", str(SMOKE)),
+                    *("--model", str(model), "--run-dir", str(tmp_path / "trainer")),
+                ],
+                env={"OMP_NUM_THREADS": "1", REDIS_URL_ENV: redis.url},
+                ready=LogLine(r"trainer at step \d+"),
             )
-            (tmp_path / "trainer.yaml").write_text(yaml.safe_dump(tcfg))
-            sup.start(trainer_spec(tmp_path / "trainer.yaml"), timeout_s=180)
+            sup.start(trainer, timeout_s=180)
             run = _cli(
                 ["orchestrate", str(SMOKE), "--out", str(out)],
                 _env(
@@ -116,6 +114,13 @@ def test_a_config_of_another_task_is_refused(tmp_path: Path) -> None:
     assert run.returncode == 2
     assert "task 'video'; orchestrate feeds text_game and web runs" in run.stdout
     assert f"rlvr-world run {video}" in run.stdout
+
+
+def test_train_run_refuses_a_missing_model_folder(tmp_path: Path) -> None:
+    args = ["train-run", str(SMOKE), "--model", str(tmp_path / "none"), "--run-dir", str(tmp_path)]
+    run = _cli(args, _env(), timeout=60)
+    assert run.returncode == 2
+    assert "no model folder there (config.json missing)" in run.stdout
 
 
 def test_an_address_nothing_answers_on_is_named(tmp_path: Path) -> None:

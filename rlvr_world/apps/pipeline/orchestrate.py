@@ -32,7 +32,8 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from prometheus_client import CollectorRegistry
+import yaml
+from prometheus_client import CollectorRegistry, start_http_server
 
 from rlvr_world.apps.orchestrator.ledger import Ledger
 from rlvr_world.apps.orchestrator.metrics import OrchestratorMetrics
@@ -43,10 +44,11 @@ from rlvr_world.apps.pipeline.evaluate import Answer, evaluate
 from rlvr_world.apps.pipeline.results import METRICS, aligned_scores, always_no_change
 from rlvr_world.apps.run.configfile import parse_overrides, read_config_mapping
 from rlvr_world.apps.run.endpoints import Endpoints, endpoints
-from rlvr_world.apps.run.grpo import orchestrator_config, requests_forever
+from rlvr_world.apps.run.grpo import orchestrator_config, requests_forever, trainer_config
 from rlvr_world.apps.supervisor import GrpcHealth
+from rlvr_world.devices import Placement
 from rlvr_world.items import PromptItem
-from rlvr_world.queue.server import RedisHandle, connect
+from rlvr_world.queue.server import REDIS_URL_ENV, RedisHandle, connect
 from rlvr_world.queue.stream import Producer, QueueMetrics, StreamNames
 from rlvr_world.queue.weights import latest_version
 from rlvr_world.stats import paired_bootstrap
@@ -94,10 +96,16 @@ async def wait_healthy(ends: Endpoints, timeout_s: float) -> None:
 class Orchestrate:
     """One deployment run of a config (module docstring)."""
 
-    def __init__(self, cfg: PipelineConfig, ends: Endpoints, out: Path) -> None:
+    def __init__(
+        self, cfg: PipelineConfig, ends: Endpoints, out: Path, metrics_port: int | None = None
+    ) -> None:
         self.cfg, self.ends, self.out = cfg, ends, out
         self.out.mkdir(parents=True, exist_ok=True)
         self.summary: dict[str, Any] = {"task": cfg.task, "seed": cfg.run.seed}
+        self.registry = CollectorRegistry()
+        self.metrics = OrchestratorMetrics(self.registry)
+        if metrics_port is not None:  # /metrics for Prometheus (rlvr_orchestrator_*)
+            start_http_server(metrics_port, registry=self.registry)
 
     def _clients(self) -> ServiceClients:
         return ServiceClients(self.ends.rollout, self.ends.decoder, self.ends.reward)
@@ -122,8 +130,9 @@ class Orchestrate:
 
     async def _feed(self, redis: RedisHandle, train: list[PromptItem]) -> None:
         rl = self.cfg.rl
-        registry = CollectorRegistry()
-        producer = Producer(redis.client, StreamNames(), rl.stream_bound, QueueMetrics(registry))
+        producer = Producer(
+            redis.client, StreamNames(), rl.stream_bound, QueueMetrics(self.registry)
+        )
         orch_cfg = orchestrator_config(
             rl,
             seed=self.cfg.run.seed,
@@ -138,7 +147,7 @@ class Orchestrate:
             clients,
             producer=producer,
             ledger=ledger,
-            metrics=OrchestratorMetrics(registry),
+            metrics=self.metrics,
             latest_version=lambda: latest_version(redis.client),
             progress=self.cfg.run.progress,
         )
@@ -170,6 +179,16 @@ class Orchestrate:
         """Everything of the module docstring; the summary (also in ``summary.json``)."""
         t0 = time.perf_counter()
         train, test, stats = build_run_items(self.cfg)
+        if self.cfg.task == "web":  # the run's token-length filter, with the served tokenizer
+            from rlvr_world.apps.pipeline.web_data import fit_run_items
+
+            if self.cfg.model.path is None:
+                raise OrchestrateError(
+                    "a web run needs the policy's folder for its token-length filter: "
+                    "--set model.path=DIR (the folder the rollout service serves)"
+                )
+            limit = self.cfg.web_data.max_tokens
+            train, test, stats = fit_run_items(self.cfg.model.path, train, test, stats, limit)
         self.summary["data"] = {"train": len(train), "test": len(test), **stats}
         await wait_healthy(self.ends, self.cfg.run.service_start_timeout_s)
         try:
@@ -220,7 +239,7 @@ def run_orchestrate(args: argparse.Namespace) -> int:
     try:
         cfg = load_config(args.config, overrides)
         ends = endpoints(vars(args), os.environ)
-        summary = asyncio.run(Orchestrate(cfg, ends, args.out).run())
+        summary = asyncio.run(Orchestrate(cfg, ends, args.out, args.metrics_port).run())
     except (OrchestrateError, ValueError, FileNotFoundError) as exc:  # EndpointError included
         print(f"rlvr-world orchestrate: error: {exc}")
         return 2
@@ -233,3 +252,43 @@ def run_orchestrate(args: argparse.Namespace) -> int:
         )
     print(f"{summary['trainer_steps']} trainer steps; results in {args.out}")
     return 0
+
+
+def run_train_run(args: argparse.Namespace) -> int:
+    """``rlvr-world train-run CONFIG``: the trainer of the config's GRPO phase, as ``rlvr-world
+    run`` configures it (``apps.run.grpo.trainer_config`` of its ``rl`` section), from the model
+    folder ``--model``, checkpointing into ``--run-dir``, on ``$RLVR_REDIS_URL``. One config
+    then drives both sides of a deployment (this and ``orchestrate``). Exit 2 with the reason
+    when the config or the model folder is refused."""
+    from trainer.cli import main as trainer_main
+
+    try:
+        cfg = load_config(args.config, parse_overrides(args.overrides))
+        if not (args.model / "config.json").is_file():
+            raise OrchestrateError(
+                f"--model {args.model}: no model folder there (config.json missing); "
+                "`rlvr-world model start CONFIG DIR` writes one"
+            )
+    except (OrchestrateError, ValueError, FileNotFoundError) as exc:
+        print(f"rlvr-world train-run: error: {exc}")
+        return 2
+    placement = Placement.resolve(cfg.run.device, cfg.run.precision)
+    data = trainer_config(
+        cfg.rl,
+        model=args.model,
+        redis_url=os.environ.get(REDIS_URL_ENV, ""),
+        trainer_dir=args.run_dir,
+        device=placement.device,
+        precision=placement.precision,
+        idle_timeout_s=0.0,
+        seed=cfg.run.seed,
+        backend=cfg.model.backend,
+    )
+    data["queue"].pop("redis_url")  # $RLVR_REDIS_URL, read by the trainer itself
+    data["run"]["checkpoint_every"] = args.checkpoint_every
+    if args.metrics_port is not None:
+        data["run"]["prometheus_port"] = args.metrics_port
+    args.run_dir.mkdir(parents=True, exist_ok=True)
+    path = args.run_dir / "trainer.yaml"
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    return trainer_main(["--config", str(path), *(["--resume"] if args.resume else [])])
