@@ -280,7 +280,7 @@ class ComposeMirror:
 
     def _port_arg(self, arg: str, replica: Replica) -> str:
         key, sep, value = arg.rpartition("=")
-        if sep and key.lower().endswith("_port"):
+        if sep and key.lower().endswith(("_port", "-port")):
             return f"{key}={self._local_port('_PORT', value, replica)}"
         return arg
 

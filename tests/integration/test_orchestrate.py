@@ -28,7 +28,7 @@ pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 REPO = Path(__file__).resolve().parents[2]
 SMOKE = REPO / "configs" / "pipeline" / "smoke.yaml"
-ADDRESS_ENV = ("RLVR_ROLLOUT_ADDRESS", "RLVR_DECODER_ADDRESS", "RLVR_REWARD_ADDRESS")
+ADDRESS_ENV = ("RLVR_ORCHESTRATOR_ROLLOUT", "RLVR_ORCHESTRATOR_DECODER", "RLVR_ORCHESTRATOR_REWARD")
 
 
 def _cli(
@@ -74,9 +74,9 @@ def test_a_grpo_job_fed_against_running_services_writes_its_evaluation(tmp_path:
             run = _cli(
                 ["orchestrate", str(SMOKE), "--out", str(out)],
                 _env(
-                    RLVR_ROLLOUT_ADDRESS=addrs.rollout,
-                    RLVR_DECODER_ADDRESS=addrs.decoder,
-                    RLVR_REWARD_ADDRESS=addrs.reward,
+                    RLVR_ORCHESTRATOR_ROLLOUT=addrs.rollout,
+                    RLVR_ORCHESTRATOR_DECODER=addrs.decoder,
+                    RLVR_ORCHESTRATOR_REWARD=addrs.reward,
                     RLVR_REDIS_URL=redis.url,
                 ),
             )
@@ -104,7 +104,7 @@ def test_a_grpo_job_fed_against_running_services_writes_its_evaluation(tmp_path:
 def test_no_address_is_refused_naming_each_missing_one(tmp_path: Path) -> None:
     run = _cli(["orchestrate", str(SMOKE), "--out", str(tmp_path)], _env(), timeout=60)
     assert run.returncode == 2
-    for flag, env in (("--rollout", "RLVR_ROLLOUT_ADDRESS"), ("--redis", "RLVR_REDIS_URL")):
+    for flag, env in (("--rollout", "RLVR_ORCHESTRATOR_ROLLOUT"), ("--redis", "RLVR_REDIS_URL")):
         assert f"{flag} (or ${env})" in run.stdout
 
 
@@ -126,9 +126,9 @@ def test_train_run_refuses_a_missing_model_folder(tmp_path: Path) -> None:
 def test_an_address_nothing_answers_on_is_named(tmp_path: Path) -> None:
     nowhere = f"127.0.0.1:{pick_free_port()}"
     env = _env(
-        RLVR_ROLLOUT_ADDRESS=nowhere,
-        RLVR_DECODER_ADDRESS=nowhere,
-        RLVR_REWARD_ADDRESS=nowhere,
+        RLVR_ORCHESTRATOR_ROLLOUT=nowhere,
+        RLVR_ORCHESTRATOR_DECODER=nowhere,
+        RLVR_ORCHESTRATOR_REWARD=nowhere,
         RLVR_REDIS_URL="redis://127.0.0.1:1/0",
     )
     args = ["orchestrate", str(SMOKE), "--out", str(tmp_path)]

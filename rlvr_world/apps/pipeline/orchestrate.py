@@ -13,8 +13,8 @@ a ``headline`` of RLVR against the start on the same items (paired bootstrap) an
 "no change" baseline. The control (continued SFT) trains in the process that runs it and is not
 part of a deployment: ``rlvr-world run`` gives it.
 
-Addresses come from flags or the environment (``RLVR_ROLLOUT_ADDRESS``, ``RLVR_DECODER_ADDRESS``,
-``RLVR_REWARD_ADDRESS``, ``RLVR_REDIS_URL``); ``dns:///reward:50051`` balances over every
+Addresses come from flags or the environment (``apps.run.endpoints``: ``RLVR_ORCHESTRATOR_*``,
+``RLVR_REDIS_URL``); ``dns:///reward:50051`` balances over every
 replica. Credentials are the services' (``RLVR_API_TOKEN``). Restarted after a crash, it skips the
 start evaluation when the trainer has published a version already and feeds on (the stream and
 the trainer's checkpoints hold the run). What it does not do: start services, train, or SFT.

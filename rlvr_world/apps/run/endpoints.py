@@ -3,8 +3,9 @@
 ``rlvr-world orchestrate`` (and whatever else runs against services it did not start) takes the
 rollout, decoder and reward addresses (``host:port``, a comma-separated list, or
 ``dns:///name:port`` for every replica of a scaled service) and the Redis URL from its flags or
-from ``RLVR_ROLLOUT_ADDRESS``, ``RLVR_DECODER_ADDRESS``, ``RLVR_REWARD_ADDRESS`` and
-``RLVR_REDIS_URL``. A missing one is an ``EndpointError`` naming the flag and the variable.
+from ``RLVR_ORCHESTRATOR_ROLLOUT``, ``RLVR_ORCHESTRATOR_DECODER``, ``RLVR_ORCHESTRATOR_REWARD``
+and ``RLVR_REDIS_URL`` (not ``RLVR_<SERVICE>_*``: those name a service's own settings). A
+missing one is an ``EndpointError`` naming the flag and the variable.
 """
 
 from __future__ import annotations
@@ -14,9 +15,9 @@ from dataclasses import dataclass
 
 #: The environment variable of each address, by flag name.
 ENV: dict[str, str] = {
-    "rollout": "RLVR_ROLLOUT_ADDRESS",
-    "decoder": "RLVR_DECODER_ADDRESS",
-    "reward": "RLVR_REWARD_ADDRESS",
+    "rollout": "RLVR_ORCHESTRATOR_ROLLOUT",
+    "decoder": "RLVR_ORCHESTRATOR_DECODER",
+    "reward": "RLVR_ORCHESTRATOR_REWARD",
     "redis": "RLVR_REDIS_URL",
 }
 
