@@ -42,6 +42,8 @@ def might_be_too_deep(text: str | bytes, max_depth: int = MAX_DEPTH) -> bool:
 
 
 def has_surrogate_escape(text: str | bytes) -> bool:
+    """Whether ``text`` holds a ``\\ud800``-``\\udfff`` escape (a lone surrogate once decoded,
+    unless a pair)."""
     if isinstance(text, bytes):
         return _SURROGATE_ESCAPE_BYTES.search(text) is not None
     return _SURROGATE_ESCAPE.search(text) is not None
@@ -89,7 +91,7 @@ def check_value(value: Any, name: str, max_depth: int = MAX_DEPTH) -> None:
 
 def loads_bounded(
     text: str | bytes, name: str, *, max_depth: int = MAX_DEPTH, max_bytes: int = MAX_BYTES
-) -> Any:
+) -> object:
     """``json.loads(text)`` within the limits of the module docstring; ``InvalidInput`` naming
     ``name`` otherwise."""
     if len(text) > max_bytes:

@@ -139,6 +139,7 @@ class Placement:
         return cls(concrete, resolve_precision(precision, concrete))
 
     def as_dict(self) -> dict[str, str]:
+        """``{"device": ..., "precision": ...}`` for logs and reports."""
         return {"device": self.device, "precision": self.precision}
 
 

@@ -42,6 +42,7 @@ def generate(out_root: Path, proto_root: Path = PROTO_ROOT) -> list[Path]:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """``python -m rlvr_world.protogen [--out ROOT]``: regenerate the stubs, print each path."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=REPO_ROOT, help="output root (default: repo)")
     args = parser.parse_args(argv)

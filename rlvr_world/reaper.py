@@ -67,6 +67,7 @@ class Child:
     started: str
 
     def line(self) -> str:
+        """The registration line the reaper reads: ``+ pid group started``."""
         return f"+ {self.pid} {int(self.group)} {self.started}\n"
 
     def same(self) -> bool:
@@ -75,6 +76,7 @@ class Child:
         return now == self.started or (now is None and self.group)
 
     def signal(self, sig: signal.Signals) -> None:
+        """Send ``sig`` to the child (its group if it leads one); a gone process is no error."""
         with contextlib.suppress(ProcessLookupError, PermissionError):
             if self.group:
                 os.killpg(self.pid, sig)
@@ -82,6 +84,7 @@ class Child:
                 os.kill(self.pid, sig)
 
     def gone(self) -> bool:
+        """True when nothing is left to signal (a zombie counts as gone)."""
         try:
             if self.group:
                 os.killpg(self.pid, 0)
@@ -223,6 +226,7 @@ def serve(parent: int, stream: IO[str]) -> None:
 
 
 def main() -> None:
+    """``python -m rlvr_world.reaper PARENT_PID``: reap the children registered on stdin."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     serve(int(sys.argv[1]), sys.stdin)
 

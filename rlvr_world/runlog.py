@@ -22,10 +22,12 @@ class JsonlLog:
         self._fh: TextIO = path.open("a", encoding="utf-8")
 
     def write(self, event: str, **fields: Any) -> None:
+        """Append ``{"event", "time", **fields}`` as one line and flush it."""
         self._fh.write(json.dumps({"event": event, "time": time.time(), **fields}) + "\n")
         self._fh.flush()
 
     def close(self) -> None:
+        """Close the file."""
         self._fh.close()
 
 

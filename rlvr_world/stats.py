@@ -40,9 +40,11 @@ class Interval:
 
     @property
     def excludes_zero(self) -> bool:
+        """Whether the interval lies wholly above or below 0."""
         return self.low > 0.0 or self.high < 0.0
 
     def as_list(self) -> list[float]:
+        """``[low, high]``."""
         return [self.low, self.high]
 
 
@@ -108,6 +110,7 @@ class Headline:
     control_budget: str = ""
 
     def to_dict(self) -> dict[str, Any]:
+        """Every field, for ``summary.json``."""
         return asdict(self)
 
 

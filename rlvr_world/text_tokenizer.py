@@ -78,9 +78,11 @@ class RustTokenizer:
         return int(self._tok.get_vocab_size(with_added_tokens=True))
 
     def encode(self, text: str, add_special_tokens: bool = True) -> list[int]:
+        """Token ids of ``text`` (with the post-processor's specials when asked)."""
         return list(self._tok.encode(text, add_special_tokens=add_special_tokens).ids)
 
     def decode(self, ids: list[int], skip_special_tokens: bool = False) -> str:
+        """The text of ``ids``."""
         return str(self._tok.decode(ids, skip_special_tokens=skip_special_tokens))
 
 

@@ -142,6 +142,7 @@ class RewardServiceFunc:
         return rewards
 
     def close(self) -> None:
+        """Close the reward client's channels."""
         self._client.close()
 
 

@@ -68,6 +68,7 @@ class PreparedBatch:
 
     @property
     def group_ids(self) -> list[str]:
+        """The ids of the groups with a sample to train, sorted."""
         return sorted({s.group_id for s in self.samples})
 
 
@@ -79,8 +80,8 @@ def training_reward(
     """The reward a sample trains with, or None when it is left out."""
     if sample.truncated and truncated_reward is not None and _scored(sample, unparseable_reward):
         return truncated_reward
-    if sample.ok:
-        return float(sample.reward)  # type: ignore[arg-type]
+    if sample.ok and sample.reward is not None:  # the schema refuses an ok sample without one
+        return float(sample.reward)
     if sample.status is Status.UNPARSEABLE and unparseable_reward is not None:
         return unparseable_reward
     return None

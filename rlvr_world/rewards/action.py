@@ -58,6 +58,7 @@ class ActionRewardConfig:
 
     @property
     def dims(self) -> int:
+        """Action dimensions D."""
         return len(self.ranges)
 
     def bounds(self) -> tuple[FloatArray, FloatArray]:
@@ -175,6 +176,7 @@ class ActionAccuracy:
     n: int
 
     def to_dict(self) -> dict[str, Any]:
+        """The accuracy as a JSON-able dict (report keys)."""
         return {
             "mae": list(self.mae),
             "r2": list(self.r2),

@@ -48,9 +48,11 @@ class RewardResult:
 
     @property
     def ok(self) -> bool:
+        """Whether the prediction was scored (status ``ok``)."""
         return self.status is Status.OK
 
     def to_dict(self) -> dict[str, Any]:
+        """The JSON form: reward, status, metrics, and the message and patch rewards when set."""
         out: dict[str, Any] = {
             "reward": self.reward,
             "status": self.status.value,

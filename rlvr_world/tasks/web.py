@@ -75,6 +75,7 @@ class TreeDiff:
 
     @property
     def empty(self) -> bool:
+        """Whether no section changed."""
         return not (self.new or self.deleted or self.updated)
 
 

@@ -63,6 +63,7 @@ class TreeLine:
     text: str  # the line without its indentation, e.g. "[3] button 'OK'"
 
     def render(self) -> str:
+        """The line indented by ``depth`` tabs."""
         return "\t" * self.depth + self.text
 
 
@@ -74,6 +75,7 @@ class AxSnapshot:
 
     @property
     def text(self) -> str:
+        """Every rendered line, newline-separated."""
         return "\n".join(line.render() for line in self.lines)
 
     def line(self, node_id: int) -> TreeLine | None:
@@ -88,6 +90,7 @@ class EpisodeIds:
         self._by_backend: dict[int, int] = {}
 
     def id_for(self, backend_id: int) -> int:
+        """The node's episode id: its own if seen before, else the next number."""
         node_id = self._by_backend.get(backend_id)
         if node_id is None:
             node_id = len(self._by_backend) + 1

@@ -78,6 +78,7 @@ class Goal:
     phrases: tuple[str, ...]
 
     def weight(self, term: str) -> float:
+        """``1 / (1 + rank)`` of ``term`` in the goal; ``ValueError`` for a term not in it."""
         return 1.0 / (1.0 + self.terms.index(term))
 
     def remaining(self, reached: Collection[str]) -> Goal:
@@ -91,6 +92,7 @@ class Goal:
         return [t for t in self.terms if (t in words) or (" " in t and t in lowered)]
 
     def value(self, text: str) -> float:
+        """The summed weights of the goal terms ``text`` contains."""
         return sum(self.weight(t) for t in self.found_in(text))
 
 

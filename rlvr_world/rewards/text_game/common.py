@@ -81,7 +81,7 @@ def _load_extra_info(extra_info: Any) -> Mapping[str, Any]:
     return extra_info
 
 
-def _decode_json(field: str, text: str) -> Any:
+def _decode_json(field: str, text: str) -> object:
     try:
         return json.loads(text)
     except RecursionError:
@@ -123,7 +123,8 @@ def _check_entries(field: str, entries: list[Any]) -> None:
         raise InvalidInput(f"{field}.game_state: expected exactly one score entry, got {n_scores}")
 
 
-def _check_object(where: str, obj: Mapping[str, Any]) -> Any:
+def _check_object(where: str, obj: Mapping[str, Any]) -> int | str:
+    """The object's uuid; ``InvalidInput`` naming ``where`` for a field of the wrong type."""
     uuid = obj["uuid"]
     if isinstance(uuid, bool) or not isinstance(uuid, (int, str)):
         raise InvalidInput(f"{where}.uuid: expected an integer, got {_kind(uuid)}")

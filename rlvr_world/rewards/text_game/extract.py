@@ -28,7 +28,7 @@ import re
 import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeGuard
 
 import dirtyjson
 import json_repair
@@ -81,7 +81,8 @@ def paper_answer_text(response: str) -> tuple[str, str]:
 
 
 def paper_parse(response: str) -> Any:
-    """Steps 1-3 of the reference: the decoded value (any JSON type), or ``ParseFailure``."""
+    """Steps 1-3 of the reference: the decoded value (any JSON type, duck-typed by the caller as
+    the reference does), or ``ParseFailure``."""
     answer, _ = paper_answer_text(response)
     answer = answer.replace("True", "true").replace("False", "false").replace("None", "null")
     if len(answer) > MAX_REPAIR_CHARS:
@@ -207,7 +208,7 @@ def max_nesting(text: str, stop_above: int) -> int:
             pos = body.end()
 
 
-def _decode_block(block: str) -> Any:
+def _decode_block(block: str) -> object:
     try:
         return _plain(json.loads(block), 0)
     except (ValueError, RecursionError, _TooDeep):
@@ -219,7 +220,7 @@ def _decode_block(block: str) -> Any:
     return _repair(block)
 
 
-def _repair(text: str) -> Any:
+def _repair(text: str) -> object:
     if len(text) > MAX_REPAIR_CHARS or max_nesting(text, MAX_DEPTH) > MAX_DEPTH:
         return None
     try:
@@ -232,7 +233,7 @@ class _TooDeep(ValueError):
     """Raised for decoded values nested deeper than ``MAX_DEPTH`` or holding non-JSON types."""
 
 
-def _plain(value: Any, depth: int) -> Any:
+def _plain(value: Any, depth: int) -> object:
     """JSON-shaped copy of a decoded value: tuples become lists; sets, bytes, complex rejected."""
     if depth > MAX_DEPTH:
         raise _TooDeep("nested too deeply")
@@ -245,11 +246,11 @@ def _plain(value: Any, depth: int) -> Any:
     raise _TooDeep(f"not a JSON value: {type(value).__name__}")
 
 
-def _plain_key(key: Any) -> Any:
+def _plain_key(key: Any) -> object:
     if key is None or isinstance(key, (bool, int, float, str)):
         return key
     raise _TooDeep(f"not a JSON key: {type(key).__name__}")
 
 
-def _is_answer(value: Any) -> bool:
+def _is_answer(value: object) -> TypeGuard[dict[str, Any]]:
     return isinstance(value, dict) and "modified" in value and "removed" in value

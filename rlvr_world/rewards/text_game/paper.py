@@ -146,7 +146,7 @@ def _is_removed(uuid: Any, removed: Any) -> bool:
         return False
 
 
-def _score_entry(score: Any, current_score: Any) -> Any:
+def _score_entry(score: Any, current_score: Any) -> object:
     try:
         return score if len(score) > 0 else current_score
     except Exception:  # e.g. an int score: len() raises, the current score is used

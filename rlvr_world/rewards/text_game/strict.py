@@ -78,15 +78,19 @@ class Prediction:
 
 @dataclass
 class Tally:
+    """Right and wrong counts of one kind of check."""
+
     correct: int = 0
     errors: int = 0
 
     def add(self, ok: bool) -> None:
+        """Count one check."""
         self.correct += ok
         self.errors += not ok
 
     @property
     def accuracy(self) -> float:
+        """The share right; 1.0 when nothing was checked."""
         total = self.correct + self.errors
         return self.correct / total if total else 1.0
 

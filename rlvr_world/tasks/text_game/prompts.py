@@ -103,7 +103,7 @@ class PromptExamples:
     tick: Transition | None
 
 
-def _read_json(path: Path) -> Any:
+def _read_json(path: Path) -> object:
     with path.open(encoding="utf-8") as fh:
         return json.load(fh)
 

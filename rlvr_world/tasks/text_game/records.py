@@ -60,6 +60,7 @@ class Transition:
 
     @property
     def key(self) -> tuple[str, int]:
+        """``(game, state_id)``, which identifies the transition."""
         return (self.game, self.state_id)
 
     @property
@@ -78,7 +79,7 @@ class Transition:
         return state_diff(self.current, self.target)
 
 
-def _field(record: Mapping[str, Any], *path: str) -> Any:
+def _field(record: Mapping[str, Any], *path: str) -> object:
     value: Any = record
     for i, name in enumerate(path):
         if not isinstance(value, Mapping) or name not in value:
