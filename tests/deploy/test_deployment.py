@@ -90,7 +90,9 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
             "RLVR_PROMETHEUS_PORT": str(free_port()),
             "RLVR_REWARD_REPLICAS": "3",
             "RLVR_REWARD_WORKERS": "1",
-            "RLVR_TRAINER_CHECKPOINT_EVERY": "1",
+            # The driver's job pushes the groups here (the orchestrator service is not started):
+            # the trainer (train-run of the main job's config) waits for 1000 steps, as before.
+            "RLVR_STEPS": "1000",
             TOKEN_ENV: secrets.token_urlsafe(32),
         },
     )
