@@ -21,7 +21,6 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Hashable
 from concurrent.futures import Future
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 
@@ -37,7 +36,7 @@ class _Item:
 
     first: np.ndarray
     second: np.ndarray
-    future: Future[Any]
+    future: Future[tuple[np.ndarray, ...]]
     #: The patch grid of a ``patch_distances`` call; None for a plain call.
     grid: tuple[int, int] | None = None
 
@@ -56,7 +55,7 @@ class _MicroBatcher(ABC):
         self._thread = threading.Thread(target=self._run, name=name, daemon=True)
         self._thread.start()
 
-    def _submit(self, item: _Item) -> Any:
+    def _submit(self, item: _Item) -> tuple[np.ndarray, ...]:
         self._queue.put(item)
         return item.future.result()
 
@@ -138,10 +137,12 @@ class BatchedPerceptual(_MicroBatcher):
 
     @property
     def metric(self) -> str:
+        """The wrapped scorer's metric (``lpips`` or ``stlpips``)."""
         return self._scorer.metric
 
     @property
     def net(self) -> str:
+        """The wrapped scorer's backbone network."""
         return self._scorer.net
 
     def __call__(self, pred: np.ndarray, target: np.ndarray) -> np.ndarray:
@@ -159,6 +160,7 @@ class BatchedPerceptual(_MicroBatcher):
     ) -> tuple[np.ndarray, ...]:
         if grid is None:
             return (np.asarray(self._scorer(first, second)),)
+        # only reached where the scorer has patch_distances (the hasattr in __init__)
         dist, cells = self._scorer.patch_distances(first, second, grid)  # type: ignore[attr-defined]
         return np.asarray(dist), np.asarray(cells)
 
@@ -179,9 +181,11 @@ class BatchedIdm(_MicroBatcher):
 
     @property
     def config(self) -> ReaderConfig:
+        """The wrapped reader's config (image size, action space)."""
         return self._reader.config
 
     def predict(self, prev: np.ndarray, nxt: np.ndarray) -> np.ndarray:
+        """``ActionReader.predict``, batched with concurrent calls; blocks until its batch ran."""
         (read,) = self._submit(_Item(prev, nxt, Future()))
         return np.asarray(read)
 

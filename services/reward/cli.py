@@ -9,9 +9,12 @@ imported and run. ``--help`` imports neither grpc nor torch. A service that refu
 from __future__ import annotations
 
 import logging
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rlvr_world.scaffold.cli import Option, ServiceCommand
+
+if TYPE_CHECKING:
+    from services.reward.settings import RewardSettings
 
 #: command-line option -> settings field (the common ones come from the scaffold)
 _OPTIONS: tuple[Option, ...] = (
@@ -42,13 +45,13 @@ _OPTIONS: tuple[Option, ...] = (
 )
 
 
-def _settings(given: dict[str, Any]) -> Any:
+def _settings(given: dict[str, Any]) -> RewardSettings:
     from services.reward.settings import RewardSettings
 
     return RewardSettings(**given)
 
 
-async def _serve(settings: Any) -> None:
+async def _serve(settings: RewardSettings) -> None:
     from services.reward.models import IdmUnavailable
     from services.reward.server import serve
 

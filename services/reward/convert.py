@@ -95,6 +95,7 @@ class Rejected(RewardResult):
 
 
 def rejected(message: str) -> Rejected:
+    """A ``Rejected`` result (status ``invalid_input``, reward 0) with ``message``."""
     return Rejected(reward=0.0, status=Status.INVALID_INPUT, metrics={}, message=message)
 
 
@@ -172,6 +173,7 @@ def to_unit_float(arr: np.ndarray, name: str) -> np.ndarray:
 
 
 def out_of(arr: np.ndarray, lo: float, hi: float) -> bool:
+    """Whether a non-empty ``arr`` has a value outside ``[lo, hi]``."""
     return bool(arr.size) and (float(arr.min()) < lo or float(arr.max()) > hi)
 
 
@@ -358,6 +360,7 @@ def _tensor(msg: common_pb2.Tensor, name: str) -> np.ndarray:
 
 
 def video_spec_from_proto(opts: reward_pb2.VideoOptions) -> VideoSpec:
+    """The video options of a request; unset (zero or empty) fields become None: the defaults."""
     return VideoSpec(
         weights=dict(opts.weights),
         aggregation=opts.aggregation or None,
@@ -415,6 +418,7 @@ def job_from_proto(req: reward_pb2.ScoreRequest, idm: ReaderConfig | None = None
 
 
 def result_to_proto(request_id: str, result: RewardResult) -> reward_pb2.ScoreResponse:
+    """The ``ScoreResponse`` of ``result`` for the request ``request_id``."""
     return reward_pb2.ScoreResponse(
         request_id=request_id,
         reward=result.reward,
@@ -426,6 +430,7 @@ def result_to_proto(request_id: str, result: RewardResult) -> reward_pb2.ScoreRe
 
 
 def result_from_proto(resp: reward_pb2.ScoreResponse) -> RewardResult:
+    """The result a ``ScoreResponse`` carries; an unknown status reads as ``error``."""
     status = STATUS_FROM_PROTO.get(resp.status, Status.ERROR)
     return RewardResult(
         reward=resp.reward,

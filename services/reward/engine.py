@@ -86,6 +86,7 @@ _FIELDS = ("data_source", "solution_str", "ground_truth", "extra_info", "variant
 
 
 def text_row(job: TextJob | RawTextJob) -> TextRow:
+    """The ``TextRow`` of ``job``, as the pool processes read it."""
     if isinstance(job, RawTextJob):
         return (False, *job)
     req = job.request
@@ -233,6 +234,7 @@ class RewardEngine:
         return self.ready and self.live >= self.settings.workers
 
     def health_text(self) -> str:
+        """The health in words for readiness answers: not started, or processes up of all."""
         if not self.ready:
             return "not started"
         return f"{self.live} of {self.settings.workers} scoring processes up"
@@ -282,6 +284,7 @@ class RewardEngine:
         self._set_health(True, self._pool.live)
 
     def close(self) -> None:
+        """Stop the pool processes, the scoring threads and the video models' batchers."""
         self.ready, self.live = False, 0  # no listener: the servers are already stopped
         if self._pool is not None:
             self._pool.close()

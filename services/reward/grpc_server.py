@@ -24,9 +24,8 @@ import asyncio
 import logging
 import time
 from collections import Counter
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from contextlib import contextmanager
-from typing import Any
 
 import grpc
 
@@ -54,7 +53,7 @@ class RewardServicer(reward_pb2_grpc.RewardServiceServicer):
         self.settings = settings
 
     @contextmanager
-    def _call(self, method: str) -> Any:
+    def _call(self, method: str) -> Iterator[None]:
         gauge = self.metrics.in_flight.labels("grpc")
         gauge.inc()
         t0 = time.perf_counter()
@@ -77,6 +76,7 @@ class RewardServicer(reward_pb2_grpc.RewardServiceServicer):
     async def Score(  # noqa: N802 (gRPC method name)
         self, request: reward_pb2.ScoreRequest, context: grpc.aio.ServicerContext
     ) -> reward_pb2.ScoreResponse:
+        """One request scored; INVALID_ARGUMENT for a malformed or invalid one."""
         with self._call("Score"):
             try:
                 job = job_from_proto(request, self.engine.idm_config)
@@ -146,6 +146,8 @@ class RewardServicer(reward_pb2_grpc.RewardServiceServicer):
         request_iterator: AsyncIterator[bytes],
         context: grpc.aio.ServicerContext,
     ) -> AsyncIterator[reward_pb2.ScoreResponse]:
+        """A response per request, in completion order (up to ``STREAM_WINDOW`` in flight); a
+        malformed or invalid request is answered ``invalid_input`` and the stream goes on."""
         out: asyncio.Queue[reward_pb2.ScoreResponse | None] = asyncio.Queue()
         window = asyncio.Semaphore(STREAM_WINDOW)
 

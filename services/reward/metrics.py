@@ -110,4 +110,5 @@ class RewardMetrics:
         )
 
     def render(self) -> bytes:
+        """The registry in the Prometheus text exposition format."""
         return generate_latest(self.registry)

@@ -146,6 +146,7 @@ class VideoModels:
         return result
 
     def close(self) -> None:
+        """Stop the batchers' threads."""
         for batcher in self._perceptual.values():
             batcher.close()
         if self.idm is not None:

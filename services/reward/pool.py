@@ -62,6 +62,7 @@ class ChunkFailed(RuntimeError):
 
 
 def frame(obj: object) -> bytes:
+    """``obj`` pickled behind its length (the pool's socket framing)."""
     payload = pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
     return _HEADER.pack(len(payload)) + payload
 
@@ -228,6 +229,7 @@ class ScoringPool:
 
     @property
     def outstanding(self) -> int:
+        """Chunks submitted and not yet answered."""
         return len(self._backlog) + sum(len(w.held) for w in self._procs)
 
     def _dispatch(self) -> None:

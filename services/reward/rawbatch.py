@@ -123,6 +123,7 @@ def encode_entry(resp: reward_pb2.ScoreResponse) -> bytes:
 
 
 def encode_varint(value: int) -> bytes:
+    """Protobuf's base-128 varint of a non-negative ``value``."""
     out = bytearray()
     while value >= _MORE:
         out.append((value & _PAYLOAD) | _MORE)
@@ -213,5 +214,5 @@ def score_raw_chunk(chunk: RawChunk) -> RawAnswer:
         parts.append(encode_entry(result_to_proto(req.request_id, result)))
     joined: bytes | list[bytes | None] = parts
     if chunk.join and None not in parts:
-        joined = b"".join(parts)  # type: ignore[arg-type]
+        joined = b"".join(p for p in parts if p is not None)  # none is: checked above
     return RawAnswer(joined, dict(counts))

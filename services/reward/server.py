@@ -57,6 +57,8 @@ def bind_socket(host: str, port: int) -> socket.socket:
 
 @dataclass
 class RunningService(ServesGrpc):
+    """A started reward service: engine, metrics, gRPC endpoint and HTTP gateway."""
+
     settings: RewardSettings
     engine: RewardEngine
     metrics: RewardMetrics
@@ -68,6 +70,7 @@ class RunningService(ServesGrpc):
 
     @property
     def http_url(self) -> str:
+        """Base URL of the HTTP gateway (https with TLS)."""
         scheme = "https" if self.settings.tls_cert is not None else "http"
         return f"{scheme}://{self.settings.host}:{self.http_port}"
 

@@ -22,4 +22,5 @@ class ServiceThread(_ServiceThread[RunningService]):
 
     @property
     def http_url(self) -> str:
+        """The running service's HTTP gateway URL."""
         return self.service.http_url

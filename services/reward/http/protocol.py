@@ -61,6 +61,8 @@ class VideoOptionsIn(_Strict):
 
 
 class OptionsIn(_Strict):
+    """Typed options: the text-game variant and reward type, the video options."""
+
     variant: Literal["paper", "strict"] | None = None
     reward_type: Literal["binary", "task_specific", "f1", "item_f1", "soft_item_f1"] | None = None
     video: VideoOptionsIn | None = None
@@ -105,6 +107,8 @@ class ScoreRequestIn(_Strict):
 
 
 class ScoreResponseOut(BaseModel):
+    """One scored request (``RewardResult``'s fields)."""
+
     request_id: str = ""
     reward: float
     status: StatusName
@@ -119,10 +123,14 @@ class ScoreResponseOut(BaseModel):
 
 
 class ScoreBatchIn(_Strict):
+    """``POST /score_batch``: up to ``max_batch`` requests."""
+
     requests: list[ScoreRequestIn] = Field(description="scored in parallel, answered in order")
 
 
 class ScoreBatchOut(BaseModel):
+    """One response per request, in request order."""
+
     responses: list[ScoreResponseOut]
 
 
@@ -181,4 +189,6 @@ class SlimeRewardOut(BaseModel):
 
 
 class ErrorOut(BaseModel):
+    """The body of every 4xx/5xx answer."""
+
     detail: str = Field(description="what is wrong, starting with the field")

@@ -50,6 +50,7 @@ _NOT_SCORED: dict[int | str, dict[str, Any]] = {
 
 
 def get_serving(request: Request) -> RewardServing:
+    """The app's ``RewardServing`` (a FastAPI dependency)."""
     serving: RewardServing = request.app.state.serving
     return serving
 

@@ -133,6 +133,7 @@ def job_from_http(body: ScoreRequestIn, idm: ReaderConfig | None) -> Job:
 
 
 def response_of(request_id: str, result: RewardResult) -> ScoreResponseOut:
+    """The HTTP response of ``result`` for the request ``request_id``."""
     return ScoreResponseOut(
         request_id=request_id,
         reward=result.reward,
@@ -237,11 +238,13 @@ class RewardServing:
         return results
 
     async def score(self, body: ScoreRequestIn) -> ScoreResponseOut:
+        """``POST /score``: one request; ``InvalidInput`` (422) for a bad one."""
         job = job_from_http(body, self.engine.idm_config)
         [result] = await self._score([job])
         return response_of(body.request_id, result)
 
     async def score_npz(self, data: bytes) -> ScoreResponseOut:
+        """``POST /score`` with an ``.npz`` body (``services.reward.http.npz``)."""
         request_id, job = job_from_npz(
             data, self.settings.max_payload_bytes, self.engine.idm_config
         )
@@ -256,6 +259,7 @@ class RewardServing:
         self.metrics.batch_size.labels("http").observe(n)
 
     async def score_batch(self, body: ScoreBatchIn) -> ScoreBatchOut:
+        """``POST /score_batch``; the first invalid request (named ``requests[i]``) refuses all."""
         self._check_batch(len(body.requests), "requests")
         jobs = []
         for i, req in enumerate(body.requests):
@@ -272,6 +276,7 @@ class RewardServing:
         )
 
     async def get_reward(self, body: GetRewardIn) -> GetRewardOut:
+        """OpenRLHF's ``/get_reward`` (``GetRewardIn``); a query not scored fails the call."""
         n = len(body.query)
         self._check_batch(n, "query")
         if body.labels is None:
@@ -298,6 +303,7 @@ class RewardServing:
         )
 
     async def slime_reward(self, body: SlimeRewardIn) -> SlimeRewardOut:
+        """slime's remote reward (``SlimeRewardIn``); a sample not scored fails the call."""
         job = _label_job(body.response, body.label, self.settings.default_data_source, "label")
         [result] = await self._score([job])
         reward = trainer_reward(result, "label", "response", self.settings.unparseable_reward)
