@@ -15,21 +15,15 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from rlvr_world.apps.run.configfile import add_config_arguments
+
 
 def _configure(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
-    parser.add_argument(
-        "config",
-        type=Path,
-        help="pipeline YAML (configs/pipeline/*.yaml; task: video runs configs/video/*.yaml, "
+    add_config_arguments(
+        parser,
+        "pipeline YAML (configs/pipeline/*.yaml; task: video runs configs/video/*.yaml, "
         "the analyses configs/experiments/*.yaml)",
-    )
-    parser.add_argument(
-        "--set",
-        dest="overrides",
-        action="append",
-        default=[],
-        metavar="SECTION.FIELD=VALUE",
-        help="override a field, e.g. --set rl.steps=4 (value parsed as JSON, else a string)",
+        "override a field, e.g. --set rl.steps=4 (value parsed as JSON, else a string)",
     )
     parser.set_defaults(handler=run_run)
     return parser
@@ -287,14 +281,10 @@ def add_orchestrate_parser(sub: Any) -> argparse.ArgumentParser:
         "items until the trainer has published rl.steps versions, evaluate RLVR and write "
         "summary.json (headline: RLVR against the start) and the answers to --out.",
     )
-    parser.add_argument("config", type=Path, help="pipeline YAML (task text_game or web)")
-    parser.add_argument(
-        "--set",
-        dest="overrides",
-        action="append",
-        default=[],
-        metavar="SECTION.FIELD=VALUE",
-        help="override a field (rl.steps must equal the trainer's run.total_steps)",
+    add_config_arguments(
+        parser,
+        "pipeline YAML (task text_game or web)",
+        "override a field (rl.steps must equal the trainer's run.total_steps)",
     )
     from rlvr_world.apps.run.endpoints import ENV
 
@@ -326,14 +316,10 @@ def add_train_run_parser(sub: Any) -> argparse.ArgumentParser:
         "and runs the trainer: with rlvr-world orchestrate on the same CONFIG, one file "
         "configures both sides of a deployment.",
     )
-    parser.add_argument("config", type=Path, help="pipeline YAML (task text_game or web)")
-    parser.add_argument(
-        "--set",
-        dest="overrides",
-        action="append",
-        default=[],
-        metavar="SECTION.FIELD=VALUE",
-        help="override a config field (use the same ones as orchestrate)",
+    add_config_arguments(
+        parser,
+        "pipeline YAML (task text_game or web)",
+        "override a config field (use the same ones as orchestrate)",
     )
     parser.add_argument("--model", type=Path, required=True, help="the start model folder")
     parser.add_argument("--run-dir", type=Path, required=True, help="checkpoints and logs")

@@ -41,6 +41,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Literal
 
+from rlvr_world.apps.run.configfile import add_config_arguments
+
 logger = logging.getLogger(__name__)
 
 #: ``SRC`` words standing for a GGUF file a package ships: word -> (package, file name, install).
@@ -275,16 +277,12 @@ def add_model_parser(sub: Any) -> argparse.ArgumentParser:
         "tiny model or model.path, and SFT), written with its tokenizer to OUT: the models/policy "
         "folder a compose or Kubernetes deployment serves and trains.",
     )
-    start.add_argument("config", type=Path, help="pipeline YAML (task text_game or web)")
-    start.add_argument("out", type=Path, help="the folder to write (new or empty)")
-    start.add_argument(
-        "--set",
-        dest="overrides",
-        action="append",
-        default=[],
-        metavar="SECTION.FIELD=VALUE",
-        help="override a config field, e.g. --set run.seed=1",
+    add_config_arguments(
+        start,
+        "pipeline YAML (task text_game or web)",
+        "override a config field, e.g. --set run.seed=1",
     )
+    start.add_argument("out", type=Path, help="the folder to write (new or empty)")
     start.add_argument(
         "--force", action="store_true", help="replace OUT when it exists and is not empty"
     )

@@ -8,6 +8,7 @@ reads its config this way; which model validates it is the run type's.
 
 from __future__ import annotations
 
+import argparse
 import json
 from collections.abc import Sequence
 from pathlib import Path
@@ -46,3 +47,17 @@ def parse_overrides(items: Sequence[str]) -> dict[str, Any]:
         except json.JSONDecodeError:
             out[key] = text
     return out
+
+
+def add_config_arguments(parser: argparse.ArgumentParser, config_help: str, set_help: str) -> None:
+    """The ``CONFIG`` argument and the repeatable ``--set SECTION.FIELD=VALUE`` option (into
+    ``args.config`` and ``args.overrides``; ``parse_overrides`` reads the latter)."""
+    parser.add_argument("config", type=Path, help=config_help)
+    parser.add_argument(
+        "--set",
+        dest="overrides",
+        action="append",
+        default=[],
+        metavar="SECTION.FIELD=VALUE",
+        help=set_help,
+    )
