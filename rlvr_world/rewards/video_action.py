@@ -61,12 +61,18 @@ class ReaderConfig(Protocol):
     (``rlvr_world.video.idm.IdmConfig`` is one)."""
 
     @property
-    def image_size(self) -> tuple[int, int]: ...
+    def image_size(self) -> tuple[int, int]:
+        """(height, width) in pixels of the frames it reads."""
+        ...
 
     @property
-    def action_dims(self) -> int: ...
+    def action_dims(self) -> int:
+        """Axes D of an action."""
+        ...
 
-    def reward_config(self) -> ActionRewardConfig: ...
+    def reward_config(self) -> ActionRewardConfig:
+        """The action space (per-axis ranges) and tolerance its errors are scored in."""
+        ...
 
 
 class ActionReader(Protocol):
@@ -75,9 +81,13 @@ class ActionReader(Protocol):
     action units."""
 
     @property
-    def config(self) -> ReaderConfig: ...
+    def config(self) -> ReaderConfig:
+        """What the reader reads and in which action space."""
+        ...
 
-    def predict(self, prev: FloatArray, nxt: FloatArray) -> FloatArray: ...
+    def predict(self, prev: FloatArray, nxt: FloatArray) -> FloatArray:
+        """Actions (N, D) between the frames (N, H, W, 3) before and after (class docstring)."""
+        ...
 
 
 @dataclass(frozen=True)

@@ -34,6 +34,7 @@ from typing import Any, Generic, TypeVar
 
 import grpc
 import numpy as np
+from google.protobuf.message import Message
 
 from rlvr_world.rewards.dispatch import task_of
 from rlvr_world.rewards.types import InvalidInput, RewardResult, Status, failed
@@ -72,6 +73,7 @@ class RetryPolicy:
     max_s: float = 2.0
 
     def delay(self, attempt: int) -> float:
+        """Seconds to wait before retry ``attempt`` (0-based), jittered."""
         base = min(self.max_s, self.initial_s * self.multiplier**attempt)
         return base * random.uniform(0.5, 1.5)
 
@@ -92,6 +94,8 @@ RECONNECT_BACKOFF_MS = {"initial": 200, "min": 200, "max": 2000}
 
 
 def channel_options(max_message_bytes: int) -> list[tuple[str, Any]]:
+    """gRPC channel arguments: round-robin over the resolved addresses, the message limits, no
+    gRPC-level retries (the client retries), the capped reconnect backoff."""
     config: dict[str, Any] = {"loadBalancingConfig": [{"round_robin": {}}]}
     return [
         ("grpc.service_config", json.dumps(config)),
@@ -107,7 +111,7 @@ def channel_options(max_message_bytes: int) -> list[tuple[str, Any]]:
 # ---------------------------------------------------------------- request builders
 
 
-def json_default(value: Any) -> Any:
+def json_default(value: Any) -> object:
     """numpy scalars and arrays (verl's parquet rows) -> JSON-able Python values."""
     if isinstance(value, np.generic):
         return value.item()
@@ -185,6 +189,7 @@ def frames_request(  # noqa: PLR0913 (the arrays, then one keyword per VideoOpti
 
 
 def to_result(resp: reward_pb2.ScoreResponse) -> RewardResult:
+    """The result a ``ScoreResponse`` carries; an unknown status reads as ``error``."""
     return RewardResult(
         reward=resp.reward,
         status=STATUS_FROM_PROTO.get(resp.status, Status.ERROR),
@@ -199,6 +204,8 @@ def _invalid(err: grpc.RpcError) -> InvalidInput:
 
 
 C = TypeVar("C", grpc.Channel, grpc.aio.Channel)
+#: The response message type of a call.
+M = TypeVar("M", bound=Message)
 
 
 class _Base(Generic[C]):
@@ -225,6 +232,7 @@ class _Base(Generic[C]):
         #: attempts repeated after a retryable error, over this client's life
         self.retries = 0
         self._channels: list[C] = [self._channel(a) for a in self.addresses]
+        # the generated *_pb2_grpc modules are unannotated (mypy-protobuf stubs cover *_pb2 only)
         self._stubs = [reward_pb2_grpc.RewardServiceStub(ch) for ch in self._channels]  # type: ignore[no-untyped-call]
 
     def _channel(self, target: str) -> C:
@@ -253,14 +261,17 @@ class RewardClient(_Base[grpc.Channel]):
             return grpc.secure_channel(target, creds, options=self._options)
         return grpc.insecure_channel(target, options=self._options)
 
-    def _call(self, method: str, request: Any) -> Any:
+    def _call(self, method: str, request: Message, response: type[M]) -> M:
+        """``method``'s reply, retried on the next address per ``retry``; ``response`` is the
+        reply's message type, for the type checker (the stub decodes the reply)."""
         last: grpc.RpcError | None = None
         for attempt in range(self.retry.attempts):
             stub = self._stubs[self._pick()]
             try:
-                return getattr(stub, method)(
+                reply: M = getattr(stub, method)(
                     request, timeout=self.timeout_s, metadata=self._metadata
                 )
+                return reply
             except grpc.RpcError as err:
                 last = self._verdict(err)
             if attempt + 1 < self.retry.attempts:
@@ -269,10 +280,14 @@ class RewardClient(_Base[grpc.Channel]):
         raise RewardServiceUnavailable(self.addresses, self.retry.attempts, last)
 
     def score(self, request: reward_pb2.ScoreRequest) -> RewardResult:
-        return to_result(self._call("Score", request))
+        """One request; ``InvalidInput`` when the service answers INVALID_ARGUMENT,
+        ``RewardServiceUnavailable`` once the retries are spent."""
+        return to_result(self._call("Score", request, reward_pb2.ScoreResponse))
 
     def score_batch(self, requests: Sequence[reward_pb2.ScoreRequest]) -> list[RewardResult]:
-        resp = self._call("ScoreBatch", reward_pb2.ScoreBatchRequest(requests=list(requests)))
+        """One ``ScoreBatch`` call; results in request order (errors as ``score``)."""
+        batch = reward_pb2.ScoreBatchRequest(requests=list(requests))
+        resp = self._call("ScoreBatch", batch, reward_pb2.ScoreBatchResponse)
         return [to_result(r) for r in resp.responses]
 
     def score_verl(self, row: Mapping[str, Any]) -> RewardResult:
@@ -293,9 +308,11 @@ class RewardClient(_Base[grpc.Channel]):
         previous_frame: np.ndarray | None = None,
         **kw: Any,
     ) -> RewardResult:
+        """Score predicted frames against ``target`` (``frames_request``'s arguments)."""
         return self.score(frames_request(pred, target, previous_frame, **kw))
 
     def close(self) -> None:
+        """Close every channel; calls after it fail."""
         for ch in self._channels:
             ch.close()
 
@@ -315,14 +332,17 @@ class AsyncRewardClient(_Base[grpc.aio.Channel]):
             return grpc.aio.secure_channel(target, creds, options=self._options)
         return grpc.aio.insecure_channel(target, options=self._options)
 
-    async def _call(self, method: str, request: Any) -> Any:
+    async def _call(self, method: str, request: Message, response: type[M]) -> M:
+        """``method``'s reply, retried on the next address per ``retry``; ``response`` is the
+        reply's message type, for the type checker (the stub decodes the reply)."""
         last: grpc.RpcError | None = None
         for attempt in range(self.retry.attempts):
             stub = self._stubs[self._pick()]
             try:
-                return await getattr(stub, method)(
+                reply: M = await getattr(stub, method)(
                     request, timeout=self.timeout_s, metadata=self._metadata
                 )
+                return reply
             except grpc.RpcError as err:
                 last = self._verdict(err)
             if attempt + 1 < self.retry.attempts:
@@ -331,13 +351,17 @@ class AsyncRewardClient(_Base[grpc.aio.Channel]):
         raise RewardServiceUnavailable(self.addresses, self.retry.attempts, last)
 
     async def score(self, request: reward_pb2.ScoreRequest) -> RewardResult:
-        return to_result(await self._call("Score", request))
+        """``RewardClient.score``, awaited."""
+        return to_result(await self._call("Score", request, reward_pb2.ScoreResponse))
 
     async def score_batch(self, requests: Sequence[reward_pb2.ScoreRequest]) -> list[RewardResult]:
-        resp = await self._call("ScoreBatch", reward_pb2.ScoreBatchRequest(requests=list(requests)))
+        """``RewardClient.score_batch``, awaited."""
+        batch = reward_pb2.ScoreBatchRequest(requests=list(requests))
+        resp = await self._call("ScoreBatch", batch, reward_pb2.ScoreBatchResponse)
         return [to_result(r) for r in resp.responses]
 
     async def score_verl(self, row: Mapping[str, Any]) -> RewardResult:
+        """``RewardClient.score_verl``, awaited."""
         try:
             return await self.score(verl_request(row))
         except InvalidInput as exc:
@@ -350,6 +374,7 @@ class AsyncRewardClient(_Base[grpc.aio.Channel]):
         previous_frame: np.ndarray | None = None,
         **kw: Any,
     ) -> RewardResult:
+        """``RewardClient.score_frames``, awaited."""
         return await self.score(frames_request(pred, target, previous_frame, **kw))
 
     async def score_stream(
@@ -362,6 +387,7 @@ class AsyncRewardClient(_Base[grpc.aio.Channel]):
             yield resp
 
     async def close(self) -> None:
+        """Close every channel; calls after it fail."""
         for ch in self._channels:
             await ch.close()
 
