@@ -113,8 +113,7 @@ class ClientAuth:
         return grpc.aio.insecure_channel(target, options=list(options), interceptors=interceptors)
 
 
-# grpcio ships no type stubs: its names below are Any to mypy (they still say what flows), and
-# subclassing its interceptor classes needs ``type: ignore[misc]``.
+# grpcio ships no type stubs: its names below are Any to mypy (they still say what flows).
 Metadata = tuple[tuple[str, str], ...]
 #: What a client interceptor calls to go on with the call (the request is a message, or an
 #: iterator of them for a client stream), and the call object it gets back.
@@ -130,6 +129,7 @@ def _with_metadata(
     return details._replace(metadata=grpc.aio.Metadata(*own, *metadata))
 
 
+# the classes below subclass grpcio classes, Any to mypy (no stubs): hence their ignore[misc]
 class _CallDetails(grpc.ClientCallDetails):  # type: ignore[misc]
     def __init__(self, base: grpc.ClientCallDetails, metadata: Metadata) -> None:
         self.method = base.method
@@ -187,6 +187,7 @@ def _aio_token_interceptors(metadata: Metadata) -> list[grpc.aio.ClientIntercept
     ) -> grpc.aio.Call:
         return await continuation(_with_metadata(details, metadata), request)
 
+    # each class subclasses a grpcio class, which is Any to mypy (no stubs): hence ignore[misc]
     class UnaryUnary(grpc.aio.UnaryUnaryClientInterceptor):  # type: ignore[misc]
         async def intercept_unary_unary(
             self, continuation: AioContinue, details: grpc.aio.ClientCallDetails, req: Any
