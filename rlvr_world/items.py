@@ -23,6 +23,7 @@ from typing import Any
 
 import numpy as np
 
+from rlvr_world.rewards.video_action import STATE_SIZE
 from rlvr_world.shapes import FRAME_NDIM, FRAMES_NDIM, MATRIX_NDIM, RGB_CHANNELS
 from rlvr_world.tasks.text_game import DATA_SOURCE, Transition, build_compact_prompt, to_verl_row
 
@@ -142,6 +143,11 @@ class VideoPayload:
     the tokens of one generated frame, ``context_tokens`` the context frame's tokens a
     compressive tokenizer decodes against. Single-step: ``anchor_tokens`` and ``anchor_grid``
     (rows, cols), the last context frame's tokens for ``rlvr_world.video.anchor``.
+    The truth of the action-following reward terms, one row per target frame: ``actions``
+    ``(T, A)``, the true action leading to each target frame in the world model's own action
+    space (the ``idm`` term; ``previous`` is the frame before the first), and ``states`` ``(T,
+    5)``, the simulator's state in each target frame (the ``state`` term; PushT only); None
+    where unknown. Both float64.
     Checked on construction (``ValueError`` naming the field)."""
 
     target: np.ndarray
@@ -151,6 +157,8 @@ class VideoPayload:
     context_tokens: tuple[int, ...] = ()
     anchor_tokens: tuple[int, ...] = ()
     anchor_grid: tuple[int, int] | None = None
+    actions: np.ndarray | None = None
+    states: np.ndarray | None = None
 
     def __post_init__(self) -> None:
         multi = bool(self.inserts) or bool(self.segment_tokens)
@@ -166,6 +174,9 @@ class VideoPayload:
         elif self.context_tokens:
             raise ValueError("context_tokens: the decoder's context is multi-step only")
         self._check_anchor()
+        frames = self.target.shape[0] if multi else 1
+        set_(self, "actions", _rows(self.actions, "actions", frames))
+        set_(self, "states", _rows(self.states, "states", frames, STATE_SIZE))
 
     def _check_multi_step(self) -> None:
         if len(self.inserts) != self.target.shape[0]:
@@ -210,6 +221,8 @@ class VideoPayload:
             and (self.inserts, self.segment_tokens, self.context_tokens)
             == (other.inserts, other.segment_tokens, other.context_tokens)
             and (self.anchor_tokens, self.anchor_grid) == (other.anchor_tokens, other.anchor_grid)
+            and _same(self.actions, other.actions)
+            and _same(self.states, other.states)
         )
 
     __hash__ = None  # type: ignore[assignment]  # holds arrays: not hashable
@@ -232,6 +245,10 @@ class VideoPayload:
                 "anchor_tokens": list(self.anchor_tokens),
                 "anchor_grid": list(self.anchor_grid),
             }
+        for name in ("actions", "states"):
+            rows = getattr(self, name)
+            if rows is not None:  # float64 -> JSON numbers round-trip exactly (repr)
+                out[name] = rows.tolist()
         return out
 
     @classmethod
@@ -240,7 +257,7 @@ class VideoPayload:
         if not isinstance(data, dict):
             raise ValueError(f"video: expected an object, got {type(data).__name__}")
         known = {"target", "previous", "inserts", "segment_tokens", "context_tokens"}
-        unknown = set(data) - known - {"anchor_tokens", "anchor_grid"}
+        unknown = set(data) - known - {"anchor_tokens", "anchor_grid", "actions", "states"}
         if unknown:
             raise ValueError(f"video: unknown fields {sorted(unknown)}")
         grid = data.get("anchor_grid")
@@ -252,7 +269,37 @@ class VideoPayload:
             context_tokens=tuple(data.get("context_tokens", ())),
             anchor_tokens=tuple(data.get("anchor_tokens", ())),
             anchor_grid=None if grid is None else _pair(grid),
+            actions=data.get("actions"),
+            states=data.get("states"),
         )
+
+
+def _rows(value: Any, name: str, frames: int, width: int | None = None) -> np.ndarray | None:
+    """``value`` as finite float64 ``(frames, width)`` rows (any width >= 1 when None), or
+    None; ``ValueError`` naming ``name`` otherwise."""
+    if value is None:
+        return None
+    try:
+        arr = np.array(value, dtype=np.float64)
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"{name}: expected rows of numbers, got {type(value).__name__}") from exc
+    want = f"({frames}, {'A >= 1' if width is None else width})"
+    if (
+        arr.ndim != MATRIX_NDIM
+        or arr.shape[0] != frames
+        or arr.shape[1] < 1
+        or (width is not None and arr.shape[1] != width)
+    ):
+        raise ValueError(
+            f"{name}: expected shape {want}, one row per target frame, got {arr.shape}"
+        )
+    if not np.isfinite(arr).all():
+        raise ValueError(f"{name}: contains NaN or infinite values")
+    return arr
+
+
+def _same(a: np.ndarray | None, b: np.ndarray | None) -> bool:
+    return (a is None and b is None) or (a is not None and b is not None and np.array_equal(a, b))
 
 
 def _pair(grid: Any) -> tuple[int, int]:
@@ -290,6 +337,8 @@ def video_item(  # noqa: PLR0913 (the item's keyword-only parts: multi-step, anc
     segment_tokens: int = 0,
     anchor: tuple[Sequence[int], tuple[int, int]] | None = None,
     context_tokens: Sequence[int] = (),
+    actions: np.ndarray | None = None,
+    states: np.ndarray | None = None,
 ) -> PromptItem:
     """A video item: predict the next frame after the laid-out context ``prompt_token_ids``.
 
@@ -303,7 +352,9 @@ def video_item(  # noqa: PLR0913 (the item's keyword-only parts: multi-step, anc
     (compressive tokenizer): the context frame's tokens, which the decoder conditions the
     generated frames on. ``anchor`` (single-step only): ``(context_tokens, (rows, cols))``, the
     last context frame's tokens and the token grid, for context-anchored decoding
-    (``rlvr_world.video.anchor``). All of it goes into the item's ``VideoPayload``."""
+    (``rlvr_world.video.anchor``). ``actions`` ``(T, A)`` and ``states`` ``(T, 5)``: the truth
+    of the action-following reward terms, one row per target frame. All of it goes into the
+    item's ``VideoPayload``."""
     tokens, grid = anchor if anchor is not None else ((), None)
     multi = bool(inserts) or bool(segment_tokens)
     if multi and np.ndim(target_frame) != FRAMES_NDIM:
@@ -319,6 +370,8 @@ def video_item(  # noqa: PLR0913 (the item's keyword-only parts: multi-step, anc
         context_tokens=tuple(context_tokens),
         anchor_tokens=tuple(tokens),
         anchor_grid=grid,
+        actions=actions,
+        states=states,
     )
     return PromptItem(
         prompt_id=prompt_id,

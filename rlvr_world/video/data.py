@@ -1,11 +1,15 @@
 """Episodes of frames and actions: loaders for the real samples, resizing, clips and splits.
 
 An :class:`Episode` holds ``frames`` uint8 (T+1, H, W, 3) and ``actions`` float32 (T, D) with
-``actions[t]`` the action that moves frame ``t`` to frame ``t + 1``. Each loader converts its file's
-own convention to that one:
+``actions[t]`` the action that moves frame ``t`` to frame ``t + 1``, and, where the source knows
+them, ``states`` float64 (T+1, 5): the simulator's state in each frame (PushT: agent x, y, block
+x, y, angle; ``rlvr_world.rewards.video_action.STATE_FIELDS``), which the ``state`` reward and the
+action-reading measures compare predicted frames with. Each loader converts its file's own
+convention to that one:
 
 * PushT (``frames``, ``actions``; also this project's recordings, :mod:`rlvr_world.video.pusht`):
-  already in this convention.
+  already in this convention; ``agent_pos`` (T+1, 2) and ``block_pose`` (T+1, 3), when the file
+  has both, become ``states``. The other sources have no states.
 * BAIR (``image`` (T, 64, 64, 3) int64, ``action`` (T, 4)): ``action[t]`` is taken at frame ``t``;
   the last action has no next frame and is dropped.
 * MetaWorld (``observation`` (T, 9, 64, 64) uint8 = 3 stacked RGB frames, ``action`` (T, 4)):
@@ -27,12 +31,14 @@ import numpy as np
 import numpy.typing as npt
 from PIL import Image
 
+from rlvr_world.rewards.video_action import STATE_SIZE
 from rlvr_world.shapes import FRAMES_NDIM, MATRIX_NDIM, RGB_CHANNELS
 
 logger = logging.getLogger(__name__)
 
 Frames = npt.NDArray[np.uint8]
 Actions = npt.NDArray[np.float32]
+States = npt.NDArray[np.float64]
 #: Fewest frames of an episode or a clip: one transition, a frame and the next.
 MIN_FRAMES = 2
 #: Largest pixel value (uint8).
@@ -43,11 +49,13 @@ METAWORLD_CHANNELS = 3 * RGB_CHANNELS
 
 @dataclass(frozen=True)
 class Episode:
-    """``frames`` uint8 (T+1, H, W, 3); ``actions`` float32 (T, D); ``source`` names the origin."""
+    """``frames`` uint8 (T+1, H, W, 3); ``actions`` float32 (T, D); ``source`` names the origin;
+    ``states`` float64 (T+1, 5), the simulator's state in each frame, or None (module docstring)."""
 
     frames: Frames
     actions: Actions
     source: str
+    states: States | None = None
 
     def __post_init__(self) -> None:
         check_frames("frames", self.frames)
@@ -64,6 +72,10 @@ class Episode:
             )
         if not np.isfinite(a).all():
             raise ValueError(f"actions: contains NaN or inf ({self.source})")
+        if self.states is not None:
+            object.__setattr__(
+                self, "states", check_states(self.states, self.frames.shape[0], self.source)
+            )
 
     @property
     def length(self) -> int:
@@ -78,12 +90,14 @@ class Episode:
 
 @dataclass(frozen=True)
 class Clip:
-    """Frames (L, H, W, 3) uint8 and actions (L-1, D) float32 cut from ``episode`` at ``start``."""
+    """Frames (L, H, W, 3) uint8 and actions (L-1, D) float32 cut from ``episode`` at ``start``;
+    ``states`` (L, 5) of those frames where the episode has them."""
 
     frames: Frames
     actions: Actions
     episode: int
     start: int
+    states: States | None = None
 
 
 #: A clip as its ``(frames, actions)`` arrays, the form the run code cuts and passes around.
@@ -104,6 +118,19 @@ def check_frames(name: str, frames: object) -> None:
         or frames.shape[0] < MIN_FRAMES
     ):
         raise ValueError(f"{name}: expected shape (N>=2, H, W, 3), got {frames.shape}")
+
+
+def check_states(states: object, frames: int, source: str) -> States:
+    """``states`` as finite float64 ``(frames, 5)``; ``ValueError`` naming the source otherwise."""
+    arr = np.asarray(states, dtype=np.float64)
+    if arr.shape != (frames, STATE_SIZE):
+        raise ValueError(
+            f"states: expected shape ({frames}, {STATE_SIZE}), one simulator state per frame, "
+            f"got {arr.shape} ({source})"
+        )
+    if not np.isfinite(arr).all():
+        raise ValueError(f"states: contains NaN or inf ({source})")
+    return arr
 
 
 def _to_uint8(name: str, arr: npt.NDArray[np.generic]) -> Frames:
@@ -134,10 +161,25 @@ def _read(path: str | Path, keys: Sequence[str]) -> dict[str, npt.NDArray[np.gen
 
 
 def load_pusht(path: str | Path) -> Episode:
-    """A PushT episode: ``frames`` (T+1, 96, 96, 3) uint8 and ``actions`` (T, 2) in [0, 512]."""
+    """A PushT episode: ``frames`` (T+1, 96, 96, 3) uint8 and ``actions`` (T, 2) in [0, 512];
+    ``states`` from ``agent_pos`` and ``block_pose`` when the file has both (``ValueError`` when
+    their shapes do not fit the frames)."""
     d = _read(path, ("frames", "actions"))
     frames = _to_uint8("frames", d["frames"])
-    return Episode(frames, _actions("actions", d["actions"]), f"pusht:{Path(path).name}")
+    name = f"pusht:{Path(path).name}"
+    with np.load(path, allow_pickle=False) as npz:
+        have = {"agent_pos", "block_pose"} <= set(npz.files)
+        parts = (np.asarray(npz["agent_pos"]), np.asarray(npz["block_pose"])) if have else None
+    states = None
+    if parts is not None:
+        agent, block = parts
+        if agent.ndim != MATRIX_NDIM or block.ndim != MATRIX_NDIM or len(agent) != len(block):
+            raise ValueError(
+                f"{path}: agent_pos {agent.shape} and block_pose {block.shape} must be (T+1, 2) "
+                "and (T+1, 3), one row per frame"
+            )
+        states = check_states(np.concatenate([agent, block], axis=1), frames.shape[0], name)
+    return Episode(frames, _actions("actions", d["actions"]), name, states)
 
 
 def load_bair(path: str | Path) -> Episode:
@@ -230,8 +272,10 @@ def resize_frames(frames: Frames, size: int | tuple[int, int]) -> Frames:
 
 
 def resize_episode(episode: Episode, size: int | tuple[int, int]) -> Episode:
-    """``episode`` with its frames resized to ``size`` (``resize_frames``), actions kept."""
-    return Episode(resize_frames(episode.frames, size), episode.actions, episode.source)
+    """``episode`` with its frames resized to ``size`` (``resize_frames``), actions and states
+    kept."""
+    frames = resize_frames(episode.frames, size)
+    return Episode(frames, episode.actions, episode.source, episode.states)
 
 
 def clips(episodes: Sequence[Episode], length: int, stride: int = 1) -> Iterator[Clip]:
@@ -247,6 +291,7 @@ def clips(episodes: Sequence[Episode], length: int, stride: int = 1) -> Iterator
                 ep.actions[start : start + length - 1],
                 index,
                 start,
+                None if ep.states is None else ep.states[start : start + length],
             )
 
 

@@ -27,7 +27,10 @@ default: LPIPS needs ImageNet weights that are not shipped). Reported, as means 
   context-anchored (``rlvr_world.video.anchor``): the last context frame plus the decoded change
   where the tokens changed, its own pixels elsewhere, so ``copy_*`` equals ``raw_copy_*``;
 * ``per_clip``: every metric per clip, in clip order (``per_clip_copy``: the same of ``copy_*``),
-  for paired comparisons across models and seeds.
+  for paired comparisons across models and seeds;
+* with ``frame_scores`` given (``FrameScores``), the per-frame measures it returns for the
+  predicted frames (and the baselines' frames) join the metrics under their own names
+  (the video run's action-reading measures: ``rlvr_world.apps.video.reading``).
 
 ``write_grid`` writes a PNG: one row per clip, context frames | predicted | true.
 What it does not do: no multi-step rollouts (ground-truth actions between generated frames);
@@ -70,6 +73,11 @@ if TYPE_CHECKING:
     from rlvr_world.video.tokenizer import FrameTokenizer
 
 log = logging.getLogger(__name__)
+
+#: Extra per-frame measures of decoded frames: ``(M, H, W, 3)`` float in [0, 1], the predicted
+#: frames in evaluation order (clip by clip; a multi-step clip's frames in time order), to
+#: ``name -> (M,)`` values. The caller knows what the frames should show.
+FrameScores = Callable[[NDArray[Any]], Mapping[str, NDArray[np.float64]]]
 
 
 class EvalConfig(BaseModel):
@@ -162,13 +170,16 @@ def score_frames(
     target: NDArray[Any],
     config: VideoRewardConfig,
     scorers: Mapping[str, PerceptualScorer],
+    extra: FrameScores | None = None,
 ) -> dict[str, NDArray[np.float64]]:
-    """Per-clip metrics ``(N,)`` and ``reward = -sum_m w_m loss_m`` for frames ``(N, H, W, 3)``."""
+    """Per-clip metrics ``(N,)`` and ``reward = -sum_m w_m loss_m`` for frames ``(N, H, W, 3)``;
+    ``extra``'s measures of the same frames beside them (they do not enter the reward)."""
     p, t, _ = validate_video(pred, target)
     metrics = frame_metrics(p, t, scorers)
     losses = metric_losses(metrics, config.active())
     loss = sum((config.weights[name] * values for name, values in losses.items()), np.zeros(len(p)))
-    return {**metrics, "reward": -loss}
+    added = {} if extra is None else {k: np.asarray(v, np.float64) for k, v in extra(p).items()}
+    return {**metrics, **added, "reward": -loss}
 
 
 def change_stats(
@@ -237,10 +248,12 @@ def evaluate(  # noqa: PLR0913 (the last three keywords are optional extras)
     perceptual: PerceptualScorer | None = None,
     out_dir: Path | None = None,
     sequences: Sequence[TokenSequence] | None = None,
+    frame_scores: FrameScores | None = None,
 ) -> dict[str, Any]:
     """Report dict for held-out ``clips`` (module docstring); writes ``eval.json`` and
     ``grid.png`` into ``out_dir`` when given. ``perceptual`` defaults to ``make_perceptual``;
-    ``sequences`` (``encode_clips`` of the same clips) skips re-encoding them on every call."""
+    ``sequences`` (``encode_clips`` of the same clips) skips re-encoding them on every call;
+    ``frame_scores``: extra measures of the predicted frames (``FrameScores``)."""
     t0 = time.perf_counter()
     arrays, sequences = prepare_clips(
         clips, sequences, lambda: encode_clips(clips, frame_tokenizer, quantizer, vocab)
@@ -265,7 +278,7 @@ def evaluate(  # noqa: PLR0913 (the last three keywords are optional extras)
         grid, dilate = frame_tokenizer.grid, cfg.anchor_dilate
         pred = anchor_frames(pred, last, raw, pred_tokens, last_tokens, grid=grid, dilate=dilate)
         last = anchor_frames(last, last, raw, last_tokens, last_tokens, grid=grid, dilate=dilate)
-    model_metrics = score_frames(pred, truth, config, scorers)
+    model_metrics = score_frames(pred, truth, config, scorers, frame_scores)
     repeats = np.array(
         [
             repeated_frames(
@@ -300,10 +313,10 @@ def evaluate(  # noqa: PLR0913 (the last three keywords are optional extras)
                 grid=frame_tokenizer.grid,
                 dilate=cfg.anchor_dilate,
             )
-        report.update(_means("recon_", score_frames(recon, truth, config, scorers)))
-        copied = score_frames(last, truth, config, scorers)
+        report.update(_means("recon_", score_frames(recon, truth, config, scorers, frame_scores)))
+        copied = score_frames(last, truth, config, scorers, frame_scores)
         report.update(_means("copy_", copied))
-        report.update(_means("raw_copy_", score_frames(raw, truth, config, scorers)))
+        report.update(_means("raw_copy_", score_frames(raw, truth, config, scorers, frame_scores)))
         report["per_clip_copy"] = _per_clip(copied)
     report["seconds"] = time.perf_counter() - t0
     report["seconds_per_clip"] = report["seconds"] / len(clips)

@@ -53,6 +53,7 @@ from rlvr_world.video.codec import (
 from rlvr_world.video.data import ClipArrays, ClipLike, Episode
 from rlvr_world.video.evaluate import (
     EvalConfig,
+    FrameScores,
     pick,
     prepare_clips,
     restrict_logits,
@@ -284,6 +285,7 @@ def evaluate_multistep(  # noqa: PLR0913 (evaluate's keywords, and segment_frame
     perceptual: PerceptualScorer | None = None,
     out_dir: Path | None = None,
     sequences: Sequence[TokenSequence] | None = None,
+    frame_scores: FrameScores | None = None,
 ) -> dict[str, Any]:
     """Held-out multi-step rollouts (true actions inserted), scored frame by frame against the
     true frames ``2..S``; every metric is the mean over all predicted frames of all clips
@@ -291,8 +293,10 @@ def evaluate_multistep(  # noqa: PLR0913 (evaluate's keywords, and segment_frame
     ``reward_per_step`` / ``l1_per_step``. ``repetition_rate``: predicted frames that copy the
     frame before them (``d1`` for the first); ``recon_*``: the true tokens decoded; ``copy_*``:
     ``d1``'s tokens decoded and repeated; ``raw_copy_*``: ``d1``'s own pixels repeated;
-    ``per_clip`` / ``per_clip_copy``: each metric per clip (its mean over the predicted frames).
-    Writes ``eval.json`` and ``grid.png`` into ``out_dir`` when given."""
+    ``per_clip`` / ``per_clip_copy``: each metric per clip (its mean over the predicted frames);
+    ``frame_scores``: extra measures of the predicted frames, flattened clip by clip
+    (``evaluate.FrameScores``), averaged like the metrics. Writes ``eval.json`` and ``grid.png``
+    into ``out_dir`` when given."""
     t0 = time.perf_counter()
     arrays, sequences = prepare_clips(
         clips,
@@ -310,7 +314,8 @@ def evaluate_multistep(  # noqa: PLR0913 (evaluate's keywords, and segment_frame
     true_rest = np.stack([_true_tokens(s)[1] for s in sequences])
     ctx = np.array([context_tokens(s, vocab) for s in sequences], dtype=np.int64)
     d1 = decode_future(tokenizer, ctx, firsts[:, None], batch_size=cfg.batch_size)[:, 0]
-    metrics = score_frames(pred.reshape(-1, *shape), truth.reshape(-1, *shape), config, scorers)
+    flat = pred.reshape(-1, *shape)
+    metrics = score_frames(flat, truth.reshape(-1, *shape), config, scorers, frame_scores)
     per_step = {k: v.reshape(n, steps) for k, v in metrics.items()}
     repeats = np.stack(
         [
@@ -346,7 +351,7 @@ def evaluate_multistep(  # noqa: PLR0913 (evaluate's keywords, and segment_frame
         raw = raw.reshape(-1, *shape)
         flat_truth = truth.reshape(-1, *shape)
         for prefix, frames in (("recon_", recon), ("copy_", copy), ("raw_copy_", raw)):
-            scored = score_frames(np.asarray(frames), flat_truth, config, scorers)
+            scored = score_frames(np.asarray(frames), flat_truth, config, scorers, frame_scores)
             report.update({f"{prefix}{k}": float(v.mean()) for k, v in scored.items()})
             if prefix == "copy_":
                 report["per_clip_copy"] = {

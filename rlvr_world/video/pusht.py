@@ -106,8 +106,10 @@ class PushTRecording:
     seed: int
 
     def to_episode(self) -> Episode:
-        """The frames and actions as a training ``Episode``."""
-        return Episode(self.frames, self.actions, f"pusht-sim:seed{self.seed}")
+        """The frames and actions as a training ``Episode``, with its states (agent position and
+        block pose of every frame)."""
+        states = np.concatenate([self.agent_pos, self.block_pose], axis=1)
+        return Episode(self.frames, self.actions, f"pusht-sim:seed{self.seed}", states)
 
     def save(self, path: str | Path) -> None:
         """Write every array to a compressed ``.npz`` at ``path``."""

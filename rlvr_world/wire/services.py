@@ -152,7 +152,7 @@ class ServiceClients:
         resp = await self._decoder.DecodeFrames(req, timeout=self.timeout_s)
         return tensor_array(resp.frames, "frames")
 
-    async def score_frames(
+    async def score_frames(  # noqa: PLR0913 (the arrays, then one keyword per VideoOptions field)
         self,
         predictions: np.ndarray,
         target: np.ndarray,
@@ -163,10 +163,15 @@ class ServiceClients:
         lpips_net: str = "",
         repetition_penalty: float = 0.0,
         patch_grid: tuple[int, int] | None = None,
+        actions: np.ndarray | None = None,
+        states: np.ndarray | None = None,
     ) -> list[RewardResult]:
         """One ``ScoreBatch``: each predicted frame (or clip) against the same ``target``
         (``lpips_net`` and ``repetition_penalty`` empty / 0: the service's defaults;
-        ``patch_grid``: the results carry each patch's reward too)."""
+        ``patch_grid``: the results carry each patch's reward too). ``actions`` ``(T, A)`` and
+        ``states`` ``(T, 5)``: the truth of every prediction's ``idm`` and ``state`` terms (one
+        row per predicted frame; ``previous`` is the frame before the first), sent with each
+        request when given."""
         reqs = [
             frames_request(
                 pred,
@@ -178,6 +183,8 @@ class ServiceClients:
                 repetition_penalty=repetition_penalty,
                 request_id=str(i),
                 patch_grid=patch_grid,
+                actions=actions,
+                states=states,
             )
             for i, pred in enumerate(predictions)
         ]

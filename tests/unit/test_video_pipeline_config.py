@@ -74,7 +74,19 @@ def test_video_config_refuses_bad_values_and_unknown_fields(tmp_path: Path) -> N
         "task: text_game": "task",
         "model: {anchor_dilate: -1}": "anchor_dilate",
         "model: {layout: multi_step, anchor_dilate: 1}": "single-step only",
-        "model: {anchor_dilate: 1}\nrl: {balance_prompts: 4}": "cannot be combined",
+        "rl: {weights: {l1: 1.0, idm: 0.0}}": "idm reads the actions .* set idm.path",
+        "rl: {weights: {l1: 1.0, mse: 1.0, state: 0.5}}\ndata: {source: npz, dir: /nonexistent}": (
+            "state compares .* no .npz episodes in /nonexistent"
+        ),
+        "data: {source: npz, dir: x}\nidm: {train: true}": "idm.train: trains on PushT",
+        "idm: {train: true, path: x}": "either idm.path",
+        "idm: {train: true, steps: 0}": "idm.steps",
+        "rl: {weights: {l1: 1.0, state: 1.0}, balance_mode: action_terms}": (
+            "needs rl.balance_prompts > 0"
+        ),
+        "rl: {weights: {state: 1.0}, balance_mode: action_terms, balance_prompts: 2}": (
+            "a positive pixel weight"
+        ),
         "data: {source: npz, dir: x, actions: agent_relative}": "only PushT recordings",
         "data: {actions: relative}": "actions",
         "tokenizer: {hold_below: 8}\nmodel: {layout: multi_step}": "single-step only",
@@ -106,7 +118,7 @@ def test_generated_trainer_and_orchestrator_configs_validate(tmp_path: Path) -> 
     assert tcfg.run.total_steps == cfg.rl.steps and tcfg.model.temperature == cfg.rl.temperature
     orch = orchestrator_config(cfg, 64, vocab)
     assert orch.allowed_tokens == (0, 16) and orch.ignore_eos and orch.max_tokens == 64
-    assert orch.video_weights == {"l1": 1.0, "stlpips": 1.0}
+    assert orch.video_weights == {"l1": 1.0, "stlpips": 1.0, "idm": 0.0, "state": 0.0}
     assert orch.seed == 0 and orch.video_repetition_penalty == 0.0
     assert orch.video_anchor_dilate is None
     anchored = cfg.model_copy(update={"model": cfg.model.model_copy(update={"anchor_dilate": 1})})

@@ -16,7 +16,9 @@ dispatch is), so the worker has no task branches and a new task is one new recip
   tokens, then the item's forced run (its ground-truth actions), T times; the forced tokens are
   stripped, all T frames of all G samples go through one ``DecodeFrames`` (against the item's
   context tokens for the compressive tokenizer), and each sample's T frames are scored against
-  the T true ones with ``aggregation: mean``. Video samples never stop early.
+  the T true ones with ``aggregation: mean``. Either way the item's true actions and states
+  (``VideoPayload.actions`` / ``states``, where it has them) go with every request, for the
+  ``idm`` and ``state`` terms. Video samples never stop early.
 
 A recipe makes single attempts through ``stage(name, call)``, the worker's retrying, timed and
 ledgered wrapper; it holds no state between prompts. Not here: item building (the run code's)
@@ -160,6 +162,8 @@ class VideoRecipe:
                 lpips_net=self.cfg.video_lpips_net,
                 repetition_penalty=self.cfg.video_repetition_penalty,
                 patch_grid=self.cfg.video_patch_grid,
+                actions=payload.actions,
+                states=payload.states,
             ),
         )
         return results
@@ -192,6 +196,8 @@ class VideoRecipe:
                 aggregation="mean",
                 lpips_net=self.cfg.video_lpips_net,
                 repetition_penalty=self.cfg.video_repetition_penalty,
+                actions=payload.actions,
+                states=payload.states,
             ),
         )
         return results

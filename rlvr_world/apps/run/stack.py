@@ -167,13 +167,19 @@ class Addresses:
     rollout: str
 
 
-def reward_spec(workers: int, device: str | None = None) -> ProcessSpec:
-    """The reward service; ``device``: its perceptual models' (None: the service's auto)."""
+def reward_spec(
+    workers: int, device: str | None = None, idm_path: Path | None = None
+) -> ProcessSpec:
+    """The reward service; ``device``: its perceptual models' and IDM's (None: the service's
+    auto); ``idm_path``: the inverse-dynamics model its ``idm`` video weight reads actions with
+    (``--idm-path``; None: none loaded, and a request weighting ``idm`` is invalid input)."""
     port = pick_free_port(HOST)
     argv = [sys.executable, "-m", "services.reward", "--host", HOST, "--grpc-port", str(port)]
     argv += ["--http-port", str(pick_free_port(HOST)), "--workers", str(workers)]
     if device is not None:
         argv += ["--perceptual-device", device]
+    if idm_path is not None:
+        argv += ["--idm-path", str(idm_path)]
     return ProcessSpec("reward", argv, env=THREAD_ENV, ready=GrpcHealth(f"{HOST}:{port}"))
 
 
@@ -258,6 +264,7 @@ def start_services(  # noqa: PLR0913 (the supervisor, then each service's settin
     engine: RolloutSection | None = None,
     backend: str = "auto",
     placement: Placement | None = None,
+    idm_path: Path | None = None,
 ) -> Addresses:
     """Start reward, decoder and rollout (at once: ``Supervisor.start_many``) and return their
     addresses.
@@ -266,11 +273,12 @@ def start_services(  # noqa: PLR0913 (the supervisor, then each service's settin
     ``weights_root``: where the trainer writes checkpoints (default: the supervisor's run
     directory); the rollout service loads weights from nowhere else. ``engine``: the rollout's
     engine (default: transformers); ``backend``: its model backend. ``placement``: every
-    service's device and the rollout's precision (None: each service's auto)."""
+    service's device and the rollout's precision (None: each service's auto). ``idm_path``: the
+    reward service's inverse-dynamics model (``reward_spec``)."""
     ensure_local_token()
     device = None if placement is None else placement.device
     specs = [
-        reward_spec(reward_workers, device),
+        reward_spec(reward_workers, device, idm_path),
         decoder_spec(model, video_tokenizer, device),
         rollout_spec(
             model,

@@ -2,7 +2,8 @@
 
 Sections: ``data`` (record PushT with ``gym-pusht`` or read ``.npz`` episodes), ``tokenizer``
 (train one or load ``path``), ``model`` (the transformer's size and layout), ``mle`` (pre-training),
-``rl`` (GRPO through the services), ``rollout`` (the engine: transformers only), ``baseline``
+``rl`` (GRPO through the services) and ``idm`` (the inverse-dynamics model; both in
+``apps.video.sections``), ``rollout`` (the engine: transformers only), ``baseline``
 (continue MLE for the RL phase's wall time), ``eval`` (held-out sampling) and ``run``. Every
 field has bounds; unknown fields are refused. ``configs/video/pusht_tiny.yaml`` is the CPU demo,
 ``configs/video/rt1_paper.yaml`` the paper size.
@@ -13,27 +14,26 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, Self
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import Field, ValidationError, model_validator
 
 from rlvr_world.apps.run.configfile import apply_overrides, read_config_mapping
-from rlvr_world.apps.run.grpo import RlSection
 from rlvr_world.apps.run.stack import RolloutSection
+from rlvr_world.apps.video.sections import (
+    MAX_REWARD_WEIGHT,
+    PERCEPTUAL,
+    VideoIdm,
+    VideoRl,
+)
+from rlvr_world.apps.video.sections import Section as _Section
 from rlvr_world.devices import DeviceName, Placement, PrecisionName
-from rlvr_world.grpo.settings import KlCoef
 
 if TYPE_CHECKING:
     from rlvr_world.video.compressive import CompressiveConfig
 
-#: The ``rl.weights`` key standing for the metric ``eval.perceptual`` resolves to.
-PERCEPTUAL = "perceptual"
+__all__ = ["MAX_REWARD_WEIGHT", "PERCEPTUAL", "VideoIdm", "VideoPipelineConfig", "VideoRl"]
+
 #: Bounds of a frame side in pixels (``data.image_size``).
 MIN_IMAGE_SIDE, MAX_IMAGE_SIDE = 8, 1024
-#: Largest ``rl.weights`` value.
-MAX_REWARD_WEIGHT = 1e6
-
-
-class _Section(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
 
 
 class VideoData(_Section):
@@ -235,52 +235,6 @@ class VideoMle(_Section):
     )
 
 
-class VideoRl(RlSection):
-    """GRPO through the rollout, decoder and reward services and the queue-fed trainer (the
-    shared fields in ``apps.run.grpo.RlSection``; video defaults here)."""
-
-    group_size: int = Field(default=8, ge=2, le=1024, description="samples per prompt (G)")
-    steps: int = Field(default=60, ge=1, le=1_000_000, description="trainer optimizer steps")
-    micro_batch_size: int = Field(default=16, ge=1, le=100_000, description="samples/backward")
-    kl_coef: KlCoef = 0.0
-    weights: dict[str, float] = Field(
-        default_factory=lambda: {"l1": 1.0, "stlpips": 1.0},
-        description="reward = -(sum weight * loss) over rewards.video metric names; "
-        "'perceptual' is the metric eval.perceptual resolves to; the paper's is l1 + lpips",
-    )
-    repetition_penalty: float = Field(
-        default=0.0,
-        ge=0.0,
-        le=100.0,
-        description="added to the loss of each generated frame that copies the frame before it",
-    )
-    balance_prompts: int = Field(
-        default=0,
-        ge=0,
-        le=100_000,
-        description="rescale the weights so every term has the same within-group spread, "
-        "measured on this many train prompts with the MLE model (0: weights as given)",
-    )
-
-    @model_validator(mode="after")
-    def _weights(self) -> Self:
-        from rlvr_world.rewards.video import METRIC_NAMES
-
-        known = (*METRIC_NAMES, PERCEPTUAL)
-        bad = sorted(k for k in self.weights if k not in known)
-        if bad:
-            raise ValueError(f"rl.weights: unknown metric(s) {bad}; known: {', '.join(known)}")
-        if any(not 0.0 <= w <= MAX_REWARD_WEIGHT for w in self.weights.values()):
-            raise ValueError("rl.weights: every weight must lie in [0, 1e6]")
-        if not any(w > 0 for w in self.weights.values()):
-            raise ValueError("rl.weights: at least one weight must be positive")
-        if len({k for k in self.weights if k in ("lpips", "stlpips", PERCEPTUAL)}) > 1:
-            raise ValueError(
-                "rl.weights: name one perceptual metric (lpips, stlpips or perceptual)"
-            )
-        return self
-
-
 class VideoBaseline(_Section):
     """The control: continue MLE from the same checkpoint for the RL phase's budget."""
 
@@ -385,6 +339,7 @@ class VideoPipelineConfig(_Section):
     model: VideoModelSection = Field(default_factory=VideoModelSection)
     mle: VideoMle = Field(default_factory=VideoMle)
     rl: VideoRl = Field(default_factory=VideoRl)
+    idm: VideoIdm = Field(default_factory=VideoIdm)
     rollout: RolloutSection = Field(
         default_factory=RolloutSection,
         description="the rollout's engine: transformers only (_no_vllm says why)",
@@ -405,6 +360,30 @@ class VideoPipelineConfig(_Section):
                 "distribution restricted to the visual ids, the trainer over the whole vocabulary "
                 "(GRPO's ratio would be off); use rollout.engine: transformers"
             )
+        return self
+
+    @model_validator(mode="after")
+    def _action_terms(self) -> Self:
+        """``state`` needs the simulator's states (PushT), ``idm`` an IDM; an IDM is trained on
+        PushT recordings only."""
+        w, d = self.rl.weights, self.data
+        if "idm" in w and not self.idm.enabled:
+            raise ValueError(
+                "rl.weights: idm reads the actions of the predicted frames with an inverse-"
+                "dynamics model; set idm.path (rlvr-world video train-idm) or idm.train: true"
+            )
+        if self.idm.train and d.source != "pusht":
+            raise ValueError(
+                "idm.train: trains on PushT recordings (data.source pusht), which carry the "
+                "agent positions the actions are formed from; give idm.path instead"
+            )
+        if "state" in w and d.source != "pusht":
+            why = _states_missing(d.dir) if d.dir is not None else "no data.dir"
+            if why is not None:
+                raise ValueError(
+                    "rl.weights: state compares the predicted frames with the simulator's state "
+                    f"(PushT agent_pos and block_pose), which these episodes lack: {why}"
+                )
         return self
 
     @model_validator(mode="after")
@@ -429,11 +408,6 @@ class VideoPipelineConfig(_Section):
                     "frames on a context frame, which only model.layout multi_step has"
                 )
             compressive_config(self)  # its shape errors, at load time
-        if self.model.anchor_dilate is not None and self.rl.balance_prompts:
-            raise ValueError(
-                "rl.balance_prompts: the reward balancing samples unanchored frames; it cannot "
-                "be combined with model.anchor_dilate"
-            )
         if self.data.source == "pusht" and self.data.steps // self.data.frame_skip + 1 < frames:
             what = (
                 f"model.segment_frames {self.model.segment_frames}"
@@ -447,6 +421,21 @@ class VideoPipelineConfig(_Section):
                 f"episodes of {self.data.steps} steps have {have}{skip}"
             )
         return self
+
+
+def _states_missing(folder: Path) -> str | None:
+    """Why the ``.npz`` episodes in ``folder`` have no simulator states (the first file is
+    read: a folder mixes no sources), or None when it has ``agent_pos`` and ``block_pose``."""
+    import numpy as np
+
+    files = sorted(folder.rglob("*.npz")) if folder.is_dir() else []
+    if not files:
+        return f"no .npz episodes in {folder}"
+    with np.load(files[0], allow_pickle=False) as npz:
+        names = set(npz.files)
+    if {"agent_pos", "block_pose"} <= names:
+        return None
+    return f"{files[0]} has {sorted(names)}, not agent_pos and block_pose (BAIR, RT-1: none)"
 
 
 def compressive_config(cfg: VideoPipelineConfig) -> CompressiveConfig:

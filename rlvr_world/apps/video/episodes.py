@@ -8,9 +8,10 @@ position minus the agent's position in the frame the action follows (both record
 model reads where the agent is told to go relative to where it is, not an arena coordinate it
 would have to match against the pixels; ``action_ranges`` gives the quantiser's bounds either way.
 With ``data.frame_skip: k`` one model step spans ``k`` recorded steps (``skip_steps``): every
-``k``-th frame, and as its action the last target of the span, the place the agent was last told
-to go (agent_relative: minus its position at the span's start); the intermediate targets are
-dropped, and a tail shorter than ``k`` steps is cut.
+``k``-th frame (and its simulator state), and as its action the last target of the span, the
+place the agent was last told to go (agent_relative: minus its position at the span's start);
+the intermediate targets are dropped, and a tail shorter than ``k`` steps is cut. PushT episodes
+keep their simulator states (``Episode.states``) through all of it.
 ``split_data`` splits them by episode into train, validation and test (``data.seed`` alone),
 ``clip_pairs`` cuts episodes into ``(frames, actions)`` windows and ``spread`` picks a seeded
 subset. The episode format, the split and the resizing themselves are ``rlvr_world.video.data``.
@@ -56,7 +57,7 @@ def agent_relative(episode: Episode, agent_pos: npt.NDArray[np.generic]) -> Epis
             f"{episode.source}, got {pos.shape}"
         )
     moves = (episode.actions.astype(np.float64) - pos[:-1]).astype(np.float32)
-    return Episode(episode.frames, moves, episode.source)
+    return Episode(episode.frames, moves, episode.source, episode.states)
 
 
 def skip_steps(
@@ -79,7 +80,8 @@ def skip_steps(
     end = spans * k
     actions = np.ascontiguousarray(episode.actions[k - 1 : end : k])
     frames = np.ascontiguousarray(episode.frames[: end + 1 : k])
-    return Episode(frames, actions, episode.source), pos[: end + 1 : k]
+    states = None if episode.states is None else episode.states[: end + 1 : k]
+    return Episode(frames, actions, episode.source, states), pos[: end + 1 : k]
 
 
 def _agent_pos(path: str | Path) -> npt.NDArray[np.generic]:

@@ -40,6 +40,7 @@ if TYPE_CHECKING:
 
     from rlvr_world.apps.video.setup import VideoSetup
     from rlvr_world.video.data import ClipArrays
+    from rlvr_world.video.evaluate import FrameScores
     from rlvr_world.video.layout import TokenSequence
 
 logger = logging.getLogger(__name__)
@@ -71,7 +72,7 @@ def load_model(weights: Path, device: str) -> PreTrainedModel:
     return model
 
 
-def evaluate_model(
+def evaluate_model(  # noqa: PLR0913 (the model, setup and clips, then one keyword per option)
     model: PreTrainedModel,
     s: VideoSetup,
     clips: tuple[Sequence[ClipArrays], Sequence[TokenSequence]],
@@ -81,11 +82,13 @@ def evaluate_model(
     seed: int,
     baselines: bool,
     out_dir: Path | None,
+    frame_scores: FrameScores | None = None,
 ) -> dict[str, Any]:
     """The held-out report (``evaluate.evaluate`` keys, ``per_clip`` included) of ``model`` on
     ``clips`` (clips and their token sequences), with the setup's tokenizer, vocabulary,
     quantizer and perceptual scorer; multi-step (over ``model.segment_frames``) when
-    ``model.layout`` is ``multi_step``. ``out_dir`` None writes nothing."""
+    ``model.layout`` is ``multi_step``; ``frame_scores``: extra measures of the predicted
+    frames (``apps.video.reading``). ``out_dir`` None writes nothing."""
     from rlvr_world.video.evaluate import EvalConfig, evaluate
     from rlvr_world.video.layout import MultiStepVocab, SingleStepVocab
     from rlvr_world.video.multistep import evaluate_multistep
@@ -116,6 +119,7 @@ def evaluate_model(
             perceptual=perceptual,
             out_dir=out_dir,
             sequences=sequences,
+            frame_scores=frame_scores,
         )
     if not isinstance(vocab, SingleStepVocab):
         raise ValueError("vocab: a single-step evaluation needs a SingleStepVocab")
@@ -129,6 +133,7 @@ def evaluate_model(
         perceptual=perceptual,
         out_dir=out_dir,
         sequences=sequences,
+        frame_scores=frame_scores,
     )
 
 

@@ -3,28 +3,39 @@
 Order (each phase logged to ``pipeline_log.jsonl`` with its seconds):
 
 1. **data**: record PushT episodes with ``gym-pusht`` (or read ``.npz`` episodes), resize, split
-   by episode into train, validation (``data.validation``) and held-out (test);
+   by episode into train, validation (``data.validation``) and held-out (test); PushT episodes
+   keep the simulator's state of every frame;
+   **idm** (``idm`` section, ``idm_phase``): train an inverse-dynamics model on the train and
+   validation episodes (``idm.train``; its held-out accuracy on true frames, the ceiling, in
+   ``idm/report.json``) or check ``idm.path``; the reward service loads it and every evaluation
+   reads the predicted frames' actions with it;
 2. **tokenizer**: train the per-frame FSQ tokenizer on the train frames (L1 + ST-LPIPS) or load
    ``tokenizer.path``; reconstructions PNG and held-out PSNR in ``tokenizer/``;
 3. **MLE**: a LLaMA-style transformer over ``[f0 a0]..[f_{C-1} a_{C-1}] BOS f_C EOS`` sequences
    (single-step layout, actions quantised into bins from the train ranges), saved to
-   ``model/mle``; the sampling of every evaluation is tuned on the validation clips
-   (``eval.candidates``, ``eval/validation.json``), then the MLE model is evaluated on the
-   held-out clips (``eval/mle``) and, as an ablation, with their actions shuffled
-   (``eval/mle_shuffled_actions``);
+   ``model/mle`` (``mle_phase``); the sampling of every evaluation is tuned on the validation
+   clips (``eval.candidates``, ``eval/validation.json``), then the MLE model is evaluated on the
+   held-out clips (``eval/mle``) and, with ``eval.shuffled_actions``, with their actions
+   shuffled among them (``eval/mle_shuffled_actions``); every evaluation also measures the
+   agent-position error of the predicted frames (PushT) and the IDM's reading of their actions
+   (``reading``);
 4. **RLVR**: embedded Redis, the reward service, the decoder (with the frame tokenizer) and the
    rollout service (the MLE model) as supervised processes; the queue-fed trainer starts from the
    MLE weights; the orchestrator samples ``group_size`` next frames per train clip restricted to
-   the visual ids, decodes them, scores ``-(sum weight * loss)`` against the true frame and
-   pushes the groups; evaluated on the same held-out clips (``eval/rlvr``);
+   the visual ids, decodes them, scores ``-(sum weight * loss)`` against the true frame (the
+   items carry the true actions and states for the ``idm`` and ``state`` terms) and pushes the
+   groups; evaluated on the same held-out clips (``eval/rlvr``, and shuffled:
+   ``eval/rlvr_shuffled_actions``);
 5. **baseline**: continue MLE from ``model/mle`` for the RLVR phase's budget (``baseline.budget``:
    its wall time, on the same machine with nothing else running, its trained sequences or its
-   optimizer steps), evaluated the same way (``eval/mle_continued``);
+   optimizer steps), evaluated the same way (``eval/mle_continued``, and shuffled);
    phases 4 and 5 run once per seed (``run.seeds``: seeds ``run.seed``, ``run.seed + 1``, ...,
    each in ``seed<n>/`` when there are several), all from the same MLE model;
 6. **report**: ``report.md``, ``summary.json`` (with ``headline``: the reward of RLVR and of
    the control over the held-out clips and seeds, and the paired-bootstrap interval of their
-   difference; ``headline_terms``: the same per metric), ``compare.png`` (context | MLE |
+   difference; ``headline_terms``: the same per metric; ``action_reading``: the shuffle gaps,
+   the agent-position error and the IDM measures per model, with intervals, also in the
+   headline), ``compare.png`` (context | MLE |
    continued MLE | RLVR | true per held-out clip) and ``curves.png`` (MLE loss, GRPO reward).
 
 Held-out evaluation samples like the reference evaluation (temperature 1, top-k 100) unless
@@ -39,8 +50,9 @@ way in-process and averages the metrics over frames; ``compare.png`` shows the l
 frame ``dS`` after the context ``ctx, d1``.
 
 ``VideoRun`` runs the phases in order and keeps the summary. What every phase after the tokenizer
-shares (the frame tokenizer, the vocabulary, the action quantizer, the train and held-out clips
-and their token sequences, the perceptual scorer of the evaluations) is built once, right after
+shares (the frame tokenizer, the vocabulary, the action quantizer, the train and held-out clips,
+their token sequences and states, the perceptual scorer of the evaluations, the IDM) is built
+once, right after
 phase 2, into a frozen ``VideoSetup`` that is handed to each phase; no phase adds state to the
 run. The episodes and clips of phase 1 are ``episodes``, the services, trainer and orchestrator of
 phase 4 are ``rl``, the continued MLE of phase 5 is ``control``, the pictures and ``report.md``
@@ -57,22 +69,30 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
-
-from rlvr_world.apps.video import evaluation
+from rlvr_world.apps.video import evaluation, idm_phase, mle_phase, reading
 from rlvr_world.apps.video import rl as rl_phase
 from rlvr_world.apps.video import setup as setup_phase
+from rlvr_world.apps.video.balance import run_weights
 from rlvr_world.apps.video.config import SamplingChoice, VideoPipelineConfig, placed
 from rlvr_world.apps.video.control import continue_mle, control_budget
-from rlvr_world.apps.video.episodes import run_episodes, split_data, spread
+from rlvr_world.apps.video.episodes import run_episodes, split_data
 from rlvr_world.apps.video.report import write_run_report
-from rlvr_world.apps.video.setup import VideoSetup, encode
+from rlvr_world.apps.video.setup import EvalSet, VideoSetup, encode, predicted_rows
 from rlvr_world.devices import module_device
 from rlvr_world.runlog import JsonlLog
 
 if TYPE_CHECKING:
-    from rlvr_world.video.data import ClipArrays, Episode
-    from rlvr_world.video.layout import TokenSequence
+    from rlvr_world.video.data import Episode
+
+#: The evaluations of a run: the models, and each with its actions shuffled.
+EVALUATED = (
+    "mle",
+    "mle_shuffled_actions",
+    "mle_continued",
+    "mle_continued_shuffled_actions",
+    "rlvr",
+    "rlvr_shuffled_actions",
+)
 
 logger = logging.getLogger(__name__)
 
@@ -147,10 +167,11 @@ class VideoRun:
         val: Sequence[Episode],
         test: Sequence[Episode],
         tokenizer_dir: Path,
+        idm: Path | None = None,
     ) -> VideoSetup:
-        """The run's ``VideoSetup`` (``setup.build_setup``)."""
+        """The run's ``VideoSetup`` (``setup.build_setup``; ``idm``: the run's IDM folder)."""
         t0 = time.perf_counter()
-        s = setup_phase.build_setup(self.cfg, train, val, test, tokenizer_dir)
+        s = setup_phase.build_setup(self.cfg, train, val, test, tokenizer_dir, idm=idm)
         self.summary["model"] = {
             "layout": self.cfg.model.layout,
             **s.token_counts,
@@ -167,117 +188,42 @@ class VideoRun:
     # ------------------------------------------------------------ 3. MLE
 
     def mle(self, s: VideoSetup) -> Path:
-        import torch
-
-        from rlvr_world.video.train_mle import MLEConfig, save_checkpoint, train_mle
-        from rlvr_world.video.world_model import WorldModelSpec, build_world_model
-
-        m, c, seed = self.cfg.mle, self.cfg.model, self.cfg.run.seed
-        if m.path is not None:
-            return self.saved_mle(s, m.path)
-        torch.set_num_threads(m.torch_threads)
-        length = len(s.train_sequences[0].input_ids)
-        model = build_world_model(
-            s.vocab,
-            hidden=c.hidden,
-            layers=c.layers,
-            heads=c.heads,
-            max_len=length + 8,
-            seed=c.seed + seed,
-        )
-        model.to(self.cfg.run.device)  # type: ignore[arg-type]
-        self._device("mle", model)
-        mcfg = MLEConfig(steps=m.steps, batch_size=m.batch_size, lr=m.lr, log_every=100, seed=seed)
+        """The start: ``mle.path`` checked against this run (``mle_phase.check_saved``), or a
+        model trained here (``mle_phase.train_start``)."""
+        if self.cfg.mle.path is not None:
+            mle_phase.check_saved(self.cfg, s, self.cfg.mle.path)
+            self.summary["mle"] = {"path": str(self.cfg.mle.path), "trained": False}
+            return self.cfg.mle.path
         t0 = time.perf_counter()
-        result = train_mle(
-            model,
-            s.train_sequences,
-            mcfg,
-            pad_id=s.vocab.pad,
-            log_path=self.run_dir / "mle_log.jsonl",
-        )
-        spec = WorldModelSpec(
-            vocab=s.vocab,
-            tokens_per_frame=s.tokens_per_frame,
-            context_length=1 if self.multi_step else c.context_length,
-            action_quantizer=s.quantizer.to_dict(),
-            extra={
-                "frame_tokenizer": str(s.tokenizer_dir),
-                "layout": c.layout,
-                "actions": self.cfg.data.actions,
-                **({"segment_frames": c.segment_frames} if self.multi_step else {}),
-            },
-        )
-        path = save_checkpoint(self.run_dir / "model" / "mle", model, spec, result)
+        path, result, model = mle_phase.train_start(self.cfg, s, self.run_dir)
+        self._device("mle", model)
         self.summary["mle"] = result.summary()
         self._phase("mle", time.perf_counter() - t0, result.summary())
         return path
 
-    def saved_mle(self, s: VideoSetup, path: Path) -> Path:
-        """``mle.path`` checked against this run's vocabulary and frame size, unchanged."""
-        from rlvr_world.video.world_model import read_spec
-
-        spec = read_spec(path)
-        context = 1 if self.multi_step else self.cfg.model.context_length
-        if (spec.vocab, spec.tokens_per_frame, spec.context_length) != (
-            s.vocab,
-            s.tokens_per_frame,
-            context,
-        ):
-            raise ValueError(
-                f"mle.path {path}: its vocabulary, {spec.tokens_per_frame} tokens per frame or "
-                f"{spec.context_length} context frames do not match this run's tokenizer and "
-                f"model settings ({s.tokens_per_frame} tokens per frame, {context} context frames)"
-            )
-        actions = spec.extra.get("actions", "absolute")
-        if actions != self.cfg.data.actions:
-            raise ValueError(
-                f"mle.path {path}: the model reads {actions} actions, this run's data.actions is "
-                f"{self.cfg.data.actions}"
-            )
-        self.summary["mle"] = {"path": str(path), "trained": False}
+    def idm(self) -> Path | None:
+        """The run's inverse-dynamics model (``idm_phase.prepare_idm``): trained here on the
+        train episodes, or ``idm.path`` checked; None without one."""
+        t0 = time.perf_counter()
+        path, entry = idm_phase.prepare_idm(self.cfg, self.run_dir)
+        if path is None:
+            return None
+        self.summary["idm"] = entry
+        if entry["trained"]:
+            self._phase("idm", time.perf_counter() - t0, {"held_out": entry["held_out"]})
         return path
 
     # ------------------------------------------------------------ 4. RLVR
 
     def reward_weights(self, s: VideoSetup, mle_dir: Path) -> dict[str, float]:
-        """The RL reward's weights: ``rl.weights`` (``perceptual`` resolved), balanced on
-        ``rl.balance_prompts`` train prompts when set (``balance``)."""
-        import torch
-
-        from rlvr_world.apps.video.balance import balanced_weights, measure_spread
-        from rlvr_world.video.world_model import load_world_model
-
-        rl = self.cfg.rl
-        weights = evaluation.reward_weights(rl, s.perceptual.metric)
-        if rl.balance_prompts == 0:
-            return weights
+        """The RL reward's weights (``balance.run_weights``: ``rl.weights``, balanced on MLE
+        samples when ``rl.balance_prompts`` is set)."""
         t0 = time.perf_counter()
-        torch.set_num_threads(self.cfg.mle.torch_threads)
-        model, _ = load_world_model(mle_dir, device=self.cfg.run.device)
-        picked = spread(range(len(s.train_clips)), rl.balance_prompts, self.cfg.run.seed)
-        steps = self.cfg.model.segment_frames - 1 if self.multi_step else 0
-        truths = np.stack(
-            [
-                s.train_clips[i][0][2 : steps + 2] if steps else s.train_clips[i][0][-1]
-                for i in picked
-            ]
-        )
-        measured = measure_spread(
-            model,
-            s.frame_tokenizer,
-            s.vocab,
-            [s.train_sequences[i] for i in picked],
-            truths,
-            perceptual=s.perceptual,
-            rl=rl,
-            seed=self.cfg.run.seed,
-        )
-        balanced = balanced_weights(weights, measured)
-        fields = {"configured": weights, "spread": measured, "weights": balanced}
-        self.summary["balance"] = {"prompts": len(picked), **fields}
-        self._phase("balance", time.perf_counter() - t0, fields)
-        return balanced
+        weights, info = run_weights(self.cfg, s, mle_dir, s.reader)
+        if info is not None:
+            self.summary["balance"] = info
+            self._phase("balance", time.perf_counter() - t0, info)
+        return weights
 
     async def rl(
         self, s: VideoSetup, model: Path, seed: int, weights: dict[str, float]
@@ -294,6 +240,7 @@ class VideoRun:
             self.multi_step,
             anchor=(s.per_frame.grid, s.quantizer.dims) if anchored else None,
             context_vocab=s.context_vocab,
+            truth=rl_phase.clip_truth(s.train_clips, predicted_rows(self.cfg)[1], s.train_states),
         )
         metric = s.perceptual.metric
         out = await rl_phase.run_rl(
@@ -361,14 +308,16 @@ class VideoRun:
         sampling: SamplingChoice,
         seed: int,
         baselines: bool = False,
-        clips: tuple[list[ClipArrays], list[TokenSequence]] | None = None,
+        on: EvalSet | None = None,
         folder: Path | None = None,
     ) -> dict[str, Any]:
-        """The report of the model in ``weights`` on the held-out clips (or ``clips``: clips and
-        their sequences) in ``<folder or run dir>/eval/<name>/``; ``baselines`` also scores the
-        tokenizer ceiling and copying the last frame. ``eval.json`` keeps every clip."""
+        """The report of the model in ``weights`` on the held-out clips (or ``on``) in
+        ``<folder or run dir>/eval/<name>/``, with the action-reading measures of its frames
+        (``reading.frame_scores``); ``baselines`` also scores the tokenizer ceiling and copying
+        the last frame. ``eval.json`` keeps every clip."""
         import torch
 
+        on = on or EvalSet(s.test_clips, s.test_sequences, s.test_states)
         torch.set_num_threads(self.cfg.mle.torch_threads)
         t0 = time.perf_counter()
         model = evaluation.load_model(weights, self.cfg.run.device)
@@ -376,15 +325,33 @@ class VideoRun:
         report = evaluation.evaluate_model(
             model,
             s,
-            clips if clips is not None else (s.test_clips, s.test_sequences),
+            (on.clips, on.sequences),
             self.cfg,
             sampling=sampling,
             seed=self.cfg.eval.seed + seed,
             baselines=baselines,
             out_dir=(folder or self.run_dir) / "eval" / name,
+            frame_scores=reading.frame_scores(
+                on.clips, predicted_rows(self.cfg), on.states, s.reader
+            ),
         )
         self._phase(f"eval_{name}", time.perf_counter() - t0)
         return report
+
+    def shuffled(self, s: VideoSetup) -> EvalSet:
+        """The held-out clips with their actions shuffled among them (the frames and the true
+        states stay): what every model is also evaluated on when ``eval.shuffled_actions``."""
+        c = self.cfg
+        clips = evaluation.shuffle_actions(s.test_clips, c.data.seed)
+        sequences = encode(
+            clips,
+            s.frame_tokenizer,
+            s.quantizer,
+            s.vocab,
+            c.model.segment_frames,
+            hold_below=c.tokenizer.hold_below,
+        )
+        return EvalSet(clips, sequences, s.test_states)
 
     def tune(self, s: VideoSetup, mle_dir: Path) -> SamplingChoice:
         """The sampling of every evaluation: the best ``eval.candidates`` on the validation
@@ -392,7 +359,7 @@ class VideoRun:
         options = evaluation.candidates_of(self.cfg.eval)
         if len(options) == 1:
             return options[0]
-        seed, val = self.cfg.run.seed, (s.val_clips, s.val_sequences)
+        seed, val = self.cfg.run.seed, EvalSet(s.val_clips, s.val_sequences, s.val_states)
         results = [
             (
                 o,
@@ -402,7 +369,7 @@ class VideoRun:
                     mle_dir,
                     sampling=o,
                     seed=seed,
-                    clips=val,
+                    on=val,
                 ),
             )
             for o in options
@@ -421,53 +388,49 @@ class VideoRun:
         c = self.cfg
         torch.set_num_threads(c.mle.torch_threads)  # the tokenizer's training too
         train, val, test = self.data()
-        s = self.setup(train, val, test, self.tokenizer(train, test))
+        idm = self.idm()
+        s = self.setup(train, val, test, self.tokenizer(train, test), idm)
         mle = self.mle(s)
         sampling = self.tune(s, mle)
         self.summary.setdefault("sampling", {})["used"] = sampling.model_dump()
         seed = c.run.seed
         start = self.evaluate(s, "mle", mle, sampling=sampling, seed=seed, baselines=True)
-        evals: dict[str, Any] = {"mle": start}
-        if c.eval.shuffled_actions:
-            shuffled = evaluation.shuffle_actions(s.test_clips, c.data.seed)
-            pair = (
-                shuffled,
-                encode(
-                    shuffled,
-                    s.frame_tokenizer,
-                    s.quantizer,
-                    s.vocab,
-                    c.model.segment_frames,
-                    hold_below=c.tokenizer.hold_below,
-                ),
+        shuffled = self.shuffled(s) if c.eval.shuffled_actions else None
+        runs: dict[str, list[dict[str, Any]]] = {name: [] for name in EVALUATED}
+        runs["mle"].append(start)
+        if shuffled is not None:
+            runs["mle_shuffled_actions"].append(
+                self.evaluate(
+                    s, "mle_shuffled_actions", mle, sampling=sampling, seed=seed, on=shuffled
+                )
             )
-            evals["mle_shuffled_actions"] = self.evaluate(
-                s, "mle_shuffled_actions", mle, sampling=sampling, seed=seed, clips=pair
-            )
-        runs: dict[str, list[dict[str, Any]]] = {"rlvr": [], "mle_continued": []}
         models = {"mle": mle}
         weights = self.reward_weights(s, mle)
         for seed in self.seeds:
             folder = self.seed_dir(seed)
             models["rlvr"], rl_seconds = await self.rl(s, mle, seed, weights)
-            runs["rlvr"].append(
-                self.evaluate(
-                    s, "rlvr", models["rlvr"], sampling=sampling, seed=seed, folder=folder
-                )
-            )
             if c.baseline.enabled:
                 models["mle_continued"] = self.baseline(s, mle, rl_seconds, seed)
-                runs["mle_continued"].append(
+            for name in ("rlvr", "mle_continued"):
+                if name not in models:
+                    continue
+                runs[name].append(
                     self.evaluate(
-                        s,
-                        "mle_continued",
-                        models["mle_continued"],
-                        sampling=sampling,
-                        seed=seed,
-                        folder=folder,
+                        s, name, models[name], sampling=sampling, seed=seed, folder=folder
                     )
                 )
-        evals |= {k: evaluation.mean_report(v) for k, v in runs.items() if v}
+                if shuffled is not None:
+                    runs[f"{name}_shuffled_actions"].append(
+                        self.evaluate(
+                            s,
+                            f"{name}_shuffled_actions",
+                            models[name],
+                            sampling=sampling,
+                            seed=seed,
+                            folder=folder,
+                            on=shuffled,
+                        )
+                    )
         if runs["mle_continued"]:
             head, terms = evaluation.headlines(
                 start,
@@ -478,6 +441,8 @@ class VideoRun:
                 budget=c.baseline.budget,
             )
             self.summary["headline"], self.summary["headline_terms"] = head, terms
+        self.read_actions(s, runs)
+        evals = {k: evaluation.mean_report(v) for k, v in runs.items() if v}
         self.summary["eval"] = {k: _without_clips(v) for k, v in evals.items()}
         self.summary["wall_s"] = time.perf_counter() - t0
         write_run_report(c, self.run_dir, self.summary, s, models=models, sampling=sampling)
@@ -486,13 +451,35 @@ class VideoRun:
         self.log.close()
         return self.summary
 
+    def read_actions(self, s: VideoSetup, runs: Mapping[str, list[dict[str, Any]]]) -> None:
+        """``action_reading`` (``reading.action_reading``) of the start, the control and RLVR
+        from their evaluations (``runs``: name -> one report per seed), into the summary and
+        the headline."""
+        pairs = {
+            model: (runs[name], runs[f"{name}_shuffled_actions"] or None)
+            for model, name in (("start", "mle"), ("control", "mle_continued"), ("rlvr", "rlvr"))
+            if runs[name]
+        }
+        start = runs["mle"][0]
+        baselines = {
+            "copy_last_frame": reading.baseline_measures(start, "raw_copy_"),
+            "copy_last_frame_tokens": reading.baseline_measures(start, "copy_"),
+            "tokenizer_ceiling": reading.baseline_measures(start, "recon_"),
+        }
+        rows = predicted_rows(self.cfg)
+        measure = reading.frame_scores(s.test_clips, rows, s.test_states, s.reader)
+        if measure is not None:
+            baselines["true_frames"] = reading.true_frame_scores(s.test_clips, rows, measure)
+        found = reading.action_reading(
+            pairs, seeds=self.seeds, baselines=baselines, seed=self.cfg.run.seed
+        )
+        self.summary["action_reading"] = found
+        if "headline" in self.summary:
+            self.summary["headline"]["action_reading"] = found
+
 
 def _without_clips(report: Mapping[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in report.items() if not k.startswith("per_clip")}
-
-
-def _floats(d: Mapping[str, object]) -> dict[str, float]:
-    return {k: float(v) for k, v in d.items() if isinstance(v, int | float)}
 
 
 def run_video_pipeline(cfg: VideoPipelineConfig, config_path: str = "") -> dict[str, Any]:

@@ -16,10 +16,11 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+import numpy as np
 import yaml
 
 from rlvr_world.apps.orchestrator.config import OrchestratorConfig
@@ -31,7 +32,7 @@ from rlvr_world.apps.supervisor import Supervisor
 from rlvr_world.apps.video.config import VideoPipelineConfig
 from rlvr_world.apps.video.evaluation import reward_weights
 from rlvr_world.devices import Placement
-from rlvr_world.items import PromptItem, video_frames, video_item
+from rlvr_world.items import PromptItem, video_item, video_payload
 from rlvr_world.queue.server import start_embedded
 from rlvr_world.rewards.types import Status
 from rlvr_world.rewards.video import PERCEPTUAL_METRICS
@@ -56,6 +57,23 @@ class RlOutcome:
     devices: dict[str, dict[str, str] | None]
 
 
+#: Per clip, the true actions ``(T, A)`` and states ``(T, 5)`` (or None) of its predicted frames.
+ClipTruth = tuple[np.ndarray, np.ndarray | None]
+
+
+def clip_truth(
+    clips: Sequence[ClipArrays], action_rows: slice, states: Sequence[np.ndarray] | None
+) -> list[ClipTruth]:
+    """Each clip's truth of the action-following terms: the actions of ``action_rows``
+    (``setup.predicted_rows``) and its states (``VideoSetup.*_states``; None without them)."""
+    if states is not None and len(states) != len(clips):
+        raise ValueError(f"states: {len(states)} for {len(clips)} clips")
+    return [
+        (np.asarray(actions[action_rows], dtype=np.float64), None if states is None else states[i])
+        for i, (_, actions) in enumerate(clips)
+    ]
+
+
 def rl_items(
     clips: Sequence[ClipArrays],
     sequences: Sequence[TokenSequence],
@@ -64,16 +82,19 @@ def rl_items(
     *,
     anchor: tuple[tuple[int, int], int] | None = None,
     context_vocab: MultiStepVocab | None = None,
+    truth: Sequence[ClipTruth] | None = None,
 ) -> list[PromptItem]:
     """One prompt item per train clip: the next frame, or the multi-step rollout of the clip.
     ``anchor`` (single-step): ``((rows, cols), action_dims)``, the token grid and the action ids
     per step; each item then carries its last context frame's tokens for context-anchored
     frames (``rlvr_world.video.anchor``). ``context_vocab`` (multi-step, compressive tokenizer):
-    each item carries its context frame's tokens, which the decoder conditions on."""
+    each item carries its context frame's tokens, which the decoder conditions on. ``truth``
+    (``clip_truth``): each item carries its predicted frames' true actions and states, for the
+    ``idm`` and ``state`` reward terms."""
     if multi_step:
         from rlvr_world.video.multistep import context_tokens, multistep_item
 
-        return [
+        items = [
             multistep_item(
                 f"clip{i:05d}",
                 seq,
@@ -82,18 +103,27 @@ def rl_items(
             )
             for i, ((frames, _), seq) in enumerate(zip(clips, sequences, strict=True))
         ]
+    else:
+        items = [
+            video_item(
+                f"clip{i:05d}",
+                seq.prompt_ids,
+                frames[-1],
+                frames[-2],
+                target_tokens=seq.response_ids[:tokens_per_frame],
+                anchor=None
+                if anchor is None
+                else (last_context_tokens(seq.prompt_ids, tokens_per_frame, anchor[1]), anchor[0]),
+            )
+            for i, ((frames, _), seq) in enumerate(zip(clips, sequences, strict=True))
+        ]
+    if truth is None:
+        return items
+    if len(truth) != len(items):
+        raise ValueError(f"truth: {len(truth)} rows for {len(items)} clips")
     return [
-        video_item(
-            f"clip{i:05d}",
-            seq.prompt_ids,
-            frames[-1],
-            frames[-2],
-            target_tokens=seq.response_ids[:tokens_per_frame],
-            anchor=None
-            if anchor is None
-            else (last_context_tokens(seq.prompt_ids, tokens_per_frame, anchor[1]), anchor[0]),
-        )
-        for i, ((frames, _), seq) in enumerate(zip(clips, sequences, strict=True))
+        replace(item, video=replace(video_payload(item), actions=acts, states=states))
+        for item, (acts, states) in zip(items, truth, strict=True)
     ]
 
 
@@ -171,25 +201,29 @@ def orchestrator_config(
 
 
 async def warm_up_reward(
-    address: str, orchestrator: OrchestratorConfig, frame_shape: tuple[int, ...], deadline_s: float
+    address: str, orchestrator: OrchestratorConfig, item: PromptItem, deadline_s: float
 ) -> int:
-    """Score one frame pair with the run's reward settings until the service answers ``ok``
-    (its scoring process loads the perceptual network on the first video request, which on a
-    busy CPU can outlast the per-call deadline); returns the calls it took. ``RuntimeError``
-    after ``deadline_s`` or on any status other than ``ok`` and ``timeout``."""
+    """Score a black frame with the run's reward settings and ``item``'s true actions and
+    states (the shapes the run sends) until the service answers ``ok`` (its scoring process
+    loads the perceptual network on the first video request, which on a busy CPU can outlast
+    the per-call deadline); returns the calls it took. ``RuntimeError`` after ``deadline_s``
+    or on any status other than ``ok`` and ``timeout``."""
     import asyncio
-
-    import numpy as np
 
     from rlvr_world.wire.reward import AsyncRewardClient, frames_request
 
-    frame = np.zeros(frame_shape, dtype=np.uint8)
+    payload = video_payload(item)
+    target = payload.target if payload.multi_step else payload.target[None]
+    frames = np.zeros_like(target)
     request = frames_request(
-        frame,
-        frame,
+        frames,
+        target,
+        payload.previous,
         weights=orchestrator.video_weights,
         lpips_net=orchestrator.video_lpips_net,
         repetition_penalty=orchestrator.video_repetition_penalty,
+        actions=payload.actions,
+        states=payload.states,
     )
     client = AsyncRewardClient(address, timeout_s=deadline_s)
     start, calls = time.perf_counter(), 0
@@ -231,7 +265,8 @@ async def run_rl(
 ) -> RlOutcome:
     """Start Redis and the services, train from ``model`` until the trainer exits (module
     docstring); the services' addresses go to ``log``. The decoder serves ``setup``'s frame
-    tokenizer; the rollout's token limit is ``rollout_max_tokens`` of its tokens and actions."""
+    tokenizer; the rollout's token limit is ``rollout_max_tokens`` of its tokens and actions;
+    the reward service loads ``setup``'s IDM (its ``idm`` weight)."""
     r = cfg.run
     redis = start_embedded(run_dir / "redis")
     try:
@@ -244,11 +279,11 @@ async def run_rl(
                 timeout_s=r.service_start_timeout_s,
                 video_tokenizer=setup.tokenizer_dir,
                 placement=Placement.resolve(r.device, r.precision),
+                idm_path=setup.idm_dir,
             )
             log.write("services", **asdict(addrs))
-            shape = video_frames(items[0])[0].shape
             calls = await warm_up_reward(
-                addrs.reward, orchestrator, shape[-3:], r.service_start_timeout_s
+                addrs.reward, orchestrator, items[0], r.service_start_timeout_s
             )
             log.write("reward_warm", calls=calls)
             tpath = write_trainer_yaml(cfg, model, redis.url, run_dir, seed)

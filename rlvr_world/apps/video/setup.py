@@ -3,7 +3,9 @@
 ``tokenizer_dir`` trains the video tokenizer (per-frame FSQ, or the compressive one on the train
 clips) on the train episodes (or returns ``tokenizer.path``); ``build_setup`` loads it and builds
 the frozen ``VideoSetup``: the layout vocabulary, the action quantizer, the train, validation
-and held-out clips and their token sequences, and the perceptual scorer of the evaluations. The
+and held-out clips and their token sequences, the simulator states of each clip's predicted
+frames where the episodes have them (PushT: ``clip_states``), and the perceptual scorer of the
+evaluations. The
 held-out clips depend on the data alone (``data.seed``), never on ``run.seed`` or the sampling
 seed, so every seed of a run and every run of a data set is scored on the same clips.
 
@@ -21,15 +23,27 @@ import numpy as np
 
 from rlvr_world.apps.video.config import VideoPipelineConfig
 from rlvr_world.apps.video.episodes import action_ranges, clip_pairs, spread
+from rlvr_world.apps.video.idm_phase import load_reader
 from rlvr_world.video.layout import LayoutVocab, MultiStepVocab, SingleStepVocab
 
 if TYPE_CHECKING:
     from rlvr_world.rewards.video import PerceptualScorer
+    from rlvr_world.rewards.video_action import ActionReader
     from rlvr_world.video.actions import ActionQuantizer
     from rlvr_world.video.codec import VideoTokenizer
-    from rlvr_world.video.data import ClipArrays, Episode
+    from rlvr_world.video.data import ClipArrays, Episode, States
     from rlvr_world.video.layout import TokenSequence
     from rlvr_world.video.tokenizer import FrameTokenizer
+
+
+@dataclass(frozen=True)
+class EvalSet:
+    """Clips a model is evaluated on: the clips, their token sequences and their predicted
+    frames' states (None without states)."""
+
+    clips: list[ClipArrays]
+    sequences: list[TokenSequence]
+    states: list[States] | None
 
 
 @dataclass(frozen=True)
@@ -51,6 +65,15 @@ class VideoSetup:
     val_sequences: list[TokenSequence]
     #: The perceptual scorer of the evaluations (``eval.perceptual``): the same for every model.
     perceptual: PerceptualScorer
+    #: Per clip, the simulator state ``(T, 5)`` after each predicted frame (``clip_states``),
+    #: in the order of the clips above; None where the episodes have no states (not PushT).
+    train_states: list[States] | None = None
+    test_states: list[States] | None = None
+    val_states: list[States] | None = None
+    #: The run's inverse-dynamics model (``idm`` section): its folder and the loaded reader the
+    #: evaluations read the predicted frames' actions with; None without one.
+    idm_dir: Path | None = None
+    reader: ActionReader | None = None
 
     @property
     def tokens_per_frame(self) -> int:
@@ -188,15 +211,47 @@ def run_clips(cfg: VideoPipelineConfig, episodes: Sequence[Episode], seed: int) 
     return context_clip_pairs(episodes, m.segment_frames, m.context_range, seed)
 
 
+def predicted_rows(cfg: VideoPipelineConfig) -> tuple[slice, slice]:
+    """Which rows of a clip the model predicts: ``(frames, actions)`` slices. Single-step: the
+    last frame and the action leading to it; multi-step: frames ``2..S`` (``d2..dS``) and
+    actions ``1..S-1``, each leading to one of them. The frame before the first predicted one
+    is ``frames[rows.start - 1]``."""
+    if cfg.model.layout == "multi_step":
+        steps = cfg.model.segment_frames
+        return slice(2, steps + 1), slice(1, steps)
+    last = cfg.model.clip_frames - 1
+    return slice(last, last + 1), slice(last - 1, last)
+
+
+def clip_states(cfg: VideoPipelineConfig, episodes: Sequence[Episode]) -> list[States] | None:
+    """The simulator state after each predicted frame ``(T, 5)`` of every clip ``run_clips``
+    cuts from ``episodes``, in the same order; None when an episode has no states. (The
+    multi-step clips of ``model.context_range`` draw their context frame at random, but their
+    predicted frames are those of the contiguous window with the same start: the same rows.)"""
+    from rlvr_world.video.data import clips
+
+    if not episodes or any(e.states is None for e in episodes):
+        return None
+    rows, _ = predicted_rows(cfg)
+    out = []
+    for clip in clips(episodes, cfg.model.clip_frames):
+        assert clip.states is not None  # every episode has states
+        out.append(np.ascontiguousarray(clip.states[rows]))
+    return out
+
+
 def build_setup(
     cfg: VideoPipelineConfig,
     train: Sequence[Episode],
     val: Sequence[Episode],
     test: Sequence[Episode],
     tokenizer: Path,
+    *,
+    idm: Path | None = None,
 ) -> VideoSetup:
     """The video tokenizer in ``tokenizer`` (of ``tokenizer.kind``), the vocabulary and action
-    quantizer, the clips encoded into token sequences, and the evaluations' perceptual scorer."""
+    quantizer, the clips encoded into token sequences and their states, the evaluations'
+    perceptual scorer, and the IDM in ``idm`` (loaded on ``run.device``)."""
     from rlvr_world.rewards.perceptual import make_perceptual
     from rlvr_world.video.actions import ActionQuantizer
     from rlvr_world.video.codec import codebook_sizes, load_video_tokenizer
@@ -222,6 +277,9 @@ def build_setup(
     train_clips = run_clips(cfg, train, d.seed)
     test_clips = spread(run_clips(cfg, test, d.seed + 1), e.clips, d.seed)
     val_clips = spread(run_clips(cfg, val, d.seed + 2), e.validation_clips, d.seed) if val else []
+    # the states are cut in run_clips' order and drawn by the same spread (same count and seed)
+    train_states, test_states = clip_states(cfg, train), clip_states(cfg, test)
+    val_states = clip_states(cfg, val) if val else None
     segments = cfg.model.segment_frames
 
     def enc(clips: Sequence[ClipArrays]) -> list[TokenSequence]:
@@ -241,4 +299,9 @@ def build_setup(
         test_sequences=enc(test_clips),
         val_sequences=enc(val_clips),
         perceptual=make_perceptual(e.perceptual_metric(), e.net, device=cfg.run.device),
+        train_states=train_states,
+        test_states=None if test_states is None else spread(test_states, e.clips, d.seed),
+        val_states=None if val_states is None else spread(val_states, e.validation_clips, d.seed),
+        idm_dir=idm,
+        reader=None if idm is None else load_reader(idm, cfg.run.device),
     )
