@@ -65,6 +65,7 @@ class ServiceClients:
         self.timeout_s = timeout_s
         self._rollout_channel = auth.aio_channel(rollout, options)
         self._decoder_channel = auth.aio_channel(decoder, options)
+        # the generated *_pb2_grpc modules are unannotated (mypy-protobuf stubs cover *_pb2 only)
         self._rollout = rollout_pb2_grpc.RolloutServiceStub(self._rollout_channel)  # type: ignore[no-untyped-call]
         self._decoder = decoder_pb2_grpc.DecoderServiceStub(self._decoder_channel)  # type: ignore[no-untyped-call]
         self.reward = AsyncRewardClient(
@@ -84,7 +85,7 @@ class ServiceClients:
         *,
         inserts: Sequence[Sequence[int]] | None = None,
         segment_tokens: int = 0,
-    ) -> Any:
+    ) -> rollout_pb2.GenerateResponse:
         """One ``Generate`` call (a text prompt or token ids); returns the ``GenerateResponse``.
 
         ``inserts`` with ``segment_tokens``: interleaved generation (segment_tokens generated
@@ -114,7 +115,10 @@ class ServiceClients:
             req.text = prompt
         else:
             req.token_ids.ids.extend(int(t) for t in prompt)
-        return await self._rollout.Generate(req, timeout=self.timeout_s)
+        response: rollout_pb2.GenerateResponse = await self._rollout.Generate(
+            req, timeout=self.timeout_s
+        )
+        return response
 
     async def served_version(self) -> int:
         """The policy version the rollout service serves now."""
@@ -195,6 +199,7 @@ class ServiceClients:
         return await self.reward.score_batch([verl_request(r, str(i)) for i, r in enumerate(rows)])
 
     async def close(self) -> None:
+        """Close the rollout and decoder channels and the reward client."""
         await self._rollout_channel.close()
         await self._decoder_channel.close()
         await self.reward.close()
