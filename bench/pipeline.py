@@ -96,10 +96,10 @@ from typing import Any
 
 import torch
 
-from rlvr_world.apps.run.grpo import requests_forever
 from rlvr_world.apps.memory import MIB, reset_own_peak, vm_hwm, vm_rss
 from rlvr_world.apps.pipeline.config import PipelineConfig, load_pipeline_config
 from rlvr_world.apps.pipeline.runner import PipelineRun, TrainerStart
+from rlvr_world.apps.run.grpo import requests_forever
 from rlvr_world.apps.run.stack import check_rollout_engine
 from rlvr_world.items import PromptItem, load_items
 from rlvr_world.queue.server import URL_FILENAME

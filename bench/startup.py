@@ -127,8 +127,8 @@ def _trainer_yaml(root: Path, model: Path, redis_url: str) -> Path:
     """The trainer's YAML as ``rlvr-world run`` writes it (``configs/pipeline/bench.yaml``)."""
     import yaml
 
-    from rlvr_world.apps.run.grpo import trainer_config
     from rlvr_world.apps.pipeline.config import load_pipeline_config
+    from rlvr_world.apps.run.grpo import trainer_config
 
     cfg = load_pipeline_config(ROOT / "configs" / "pipeline" / "bench.yaml", {})
     out = Path(tempfile.mkdtemp(dir=root))

@@ -26,10 +26,10 @@ from typing import Any
 import pytest
 import yaml
 
-from rlvr_world.apps.run.grpo import orchestrator_config, run_grpo, trainer_config
 from rlvr_world.apps.orchestrator.ledger import read_ledger, summarize
 from rlvr_world.apps.pipeline.config import load_pipeline_config
 from rlvr_world.apps.pipeline.runner import PipelineRun
+from rlvr_world.apps.run.grpo import orchestrator_config, run_grpo, trainer_config
 from rlvr_world.apps.run.stack import start_services, trainer_spec
 from rlvr_world.apps.supervisor import Supervisor
 from rlvr_world.queue.server import REDIS_URL_ENV, RedisHandle, start_embedded

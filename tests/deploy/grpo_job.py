@@ -72,11 +72,11 @@ async def _orchestrate(steps: int, ledger_path: Path, timeout_s: float) -> dict[
     import redis
     from prometheus_client import CollectorRegistry
 
-    from rlvr_world.apps.run.grpo import requests_forever
     from rlvr_world.apps.orchestrator.config import OrchestratorConfig
     from rlvr_world.apps.orchestrator.ledger import Ledger
     from rlvr_world.apps.orchestrator.metrics import OrchestratorMetrics
     from rlvr_world.apps.orchestrator.worker import Orchestrator
+    from rlvr_world.apps.run.grpo import requests_forever
     from rlvr_world.queue.stream import Producer, QueueMetrics, StreamNames
     from rlvr_world.wire.services import ServiceClients
 

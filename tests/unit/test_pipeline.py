@@ -153,8 +153,8 @@ def test_bare_prompt_drops_only_the_instruction() -> None:
 
 
 def test_rl_section_is_shared_and_bounds_the_queue() -> None:
-    from rlvr_world.apps.run.grpo import RlSection
     from rlvr_world.apps.pipeline.config import TextRl
+    from rlvr_world.apps.run.grpo import RlSection
     from rlvr_world.apps.video.config import VideoRl
 
     assert issubclass(TextRl, RlSection) and issubclass(VideoRl, RlSection)
