@@ -58,7 +58,8 @@ def test_video_run_end_to_end_at_toy_size(tmp_path: Path, monkeypatch: pytest.Mo
     assert Path(rl["checkpoint"]).name.endswith(f"{cfg.rl.steps:08d}")
     assert any(not torch.equal(mle[k], final[k]) for k in mle)  # GRPO moved the weights
 
-    assert set(summary["eval"]) == {"mle", "mle_shuffled_actions", "rlvr", "mle_continued"}
+    models = {"mle", "rlvr", "mle_continued"}
+    assert set(summary["eval"]) == models | {f"{m}_shuffled_actions" for m in models}
     for report in summary["eval"].values():
         assert report["n_clips"] == cfg.eval.clips
         for key in ("reward", "l1", "mse", "psnr", "ssim", "stlpips", "repetition_rate"):
@@ -75,8 +76,39 @@ def test_video_run_end_to_end_at_toy_size(tmp_path: Path, monkeypatch: pytest.Mo
     low, high = head["ci95"]
     assert low <= head["ci_mean"] <= high
     assert set(summary["headline_terms"]) == {"stlpips", "l1", "mse", "psnr", "ssim"}
-
+    _check_action_reading(tmp_path, cfg, summary)
     _check_files(tmp_path, cfg, summary)
+
+
+def _check_action_reading(
+    tmp_path: Path, cfg: VideoPipelineConfig, summary: dict[str, Any]
+) -> None:
+    """The IDM trained on the train episodes, the reward service scoring the idm and state terms
+    at weight 0 (every pushed status ok above needs the items' actions and states), and the
+    action-reading headline of every model."""
+    idm = summary["idm"]
+    assert idm["trained"] and idm["path"] == str(tmp_path / "idm")
+    assert idm["data"]["held_out_episodes"] == cfg.data.held_out  # the run's test episodes
+    assert (tmp_path / "idm" / "report.json").is_file()
+    assert "IDM /" in (tmp_path / "seed0" / "logs" / "reward.log").read_text()
+    found = summary["headline"]["action_reading"]
+    assert found == summary["action_reading"] and found["n"] == cfg.eval.clips
+    assert set(found["models"]) == {"start", "control", "rlvr"}
+    for entry in found["models"].values():
+        for key in ("reward_shuffle_gap", "agent_error_px_shuffle_gap", "idm_acc", "idm_mae"):
+            low, high = entry[key]["ci95"]
+            assert low <= entry[key]["mean"] <= high, key
+    assert found["models"]["rlvr"]["seeds"] == 2
+    start = found["models"]["start"]["reward"]["mean"]
+    assert start == pytest.approx(summary["headline"]["start"])
+    assert {"true_frames", "copy_last_frame", "tokenizer_ceiling"} <= set(found["baselines"])
+    assert found["baselines"]["true_frames"]["agent_error_px"] < 10.0  # the state check's floor
+    assert "reward_shuffle_gap" in found["rlvr_minus_control"]
+    per_clip = json.loads(
+        (tmp_path / "seed1" / "eval" / "rlvr_shuffled_actions" / "eval.json").read_text()
+    )
+    assert len(per_clip["per_clip"]["agent_error_px"]) == cfg.eval.clips
+    assert "## Does the model read its actions?" in (tmp_path / "report.md").read_text()
 
 
 def _check_files(tmp_path: Path, cfg: VideoPipelineConfig, summary: dict[str, Any]) -> None:
@@ -119,7 +151,7 @@ def test_video_run_with_context_anchored_frames(
         "run.run_dir": str(tmp_path),
         "run.seeds": 1,
         "model.anchor_dilate": 0,
-        "rl.balance_prompts": 0,
+        "rl.balance_prompts": 2,  # balanced on anchored samples, as the reward sees them
         "data.validation": 0,
         "eval.candidates": [],
         "eval.temperature": 0.0,

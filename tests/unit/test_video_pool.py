@@ -98,6 +98,46 @@ def test_across_seeds_takes_the_runs_as_units(tmp_path: Path) -> None:
     assert part["n_per_seed"] == [CLIPS] * 3
 
 
+def _shuffled(run: Path, seeds: list[int], gaps: dict[str, float], salt: int) -> None:
+    """Write the run's shuffled-action evaluations: each model's true per-clip reward minus its
+    gap (and the agent error plus ten times it)."""
+    for name, folders in (
+        ("mle", [run]),
+        ("mle_continued", [run / f"seed{s}" for s in seeds]),
+        ("rlvr", [run / f"seed{s}" for s in seeds]),
+    ):
+        for folder in folders:
+            true = json.loads((folder / "eval" / name / "eval.json").read_text())
+            true["per_clip"]["agent_error_px"] = list(np.arange(CLIPS) + 30.0 + salt)
+            (folder / "eval" / name / "eval.json").write_text(json.dumps(true))
+            shuffled = {
+                "reward": [v - gaps[name] for v in true["per_clip"]["reward"]],
+                "agent_error_px": [v + 10 * gaps[name] for v in true["per_clip"]["agent_error_px"]],
+            }
+            out = folder / "eval" / f"{name}_shuffled_actions"
+            out.mkdir(parents=True)
+            (out / "eval.json").write_text(json.dumps({"per_clip": shuffled}))
+
+
+def test_the_shuffle_gap_is_pooled_where_every_run_has_it(tmp_path: Path) -> None:
+    a = _run(tmp_path, 0, 0.0, [0.0] * 2, [0.001] * 2)
+    b = _run(tmp_path, 1, 0.0, [0.0] * 3, [0.002] * 3)
+    assert pool_runs([a, b])["action_reading"] is None  # runs without shuffled evaluations
+    _shuffled(a, [0, 1], {"mle": 0.001, "mle_continued": 0.002, "rlvr": 0.004}, 0)
+    assert pool_runs([a, b])["action_reading"] is None  # one of the two still lacks them
+    _shuffled(b, [1, 2, 3], {"mle": 0.003, "mle_continued": 0.002, "rlvr": 0.006}, 1)
+    pooled = pool_runs([a, b])
+    found = pooled["action_reading"]
+    assert pooled["headline"]["action_reading"] == found and found["seeds"] == [0, 1]
+    models = found["models"]
+    assert models["start"]["reward_shuffle_gap"]["mean"] == pytest.approx(0.002)
+    assert models["rlvr"]["reward_shuffle_gap"]["mean"] == pytest.approx(0.005)
+    assert models["rlvr"]["agent_error_px_shuffle_gap"]["mean"] == pytest.approx(0.05)
+    diff = found["rlvr_minus_control"]["reward_shuffle_gap"]
+    assert diff["mean"] == pytest.approx(0.005 - 0.002) and diff["ci95_excludes_zero"]
+    assert models["control"]["agent_error_px"]["mean"] == pytest.approx(30.5 + 3.5)
+
+
 def _remove(run: Path, name: str) -> None:
     (run / name).unlink()
 

@@ -11,6 +11,11 @@ however many RL seeds it had; the headline (and one per metric in ``headline_ter
 averages each clip over the runs and the paired bootstrap resamples clips
 (``rlvr_world.stats``), with copying the last frame as the baseline.
 
+``action_reading`` (when every run evaluated its models with shuffled actions too, as runs with
+``eval.shuffled_actions`` do): the shuffle gaps, the agent-position error and the IDM measures of
+the start, the control and RLVR (``apps.video.reading.action_reading``), each run's RL seeds
+averaged per clip first, then clip by clip over the runs.
+
 ``across_seeds`` takes the runs as the units instead: each run's mean RLVR - control, RLVR -
 start, RLVR - copy and control - copy on the reward, their mean and a 95% Student-t interval over
 the runs. It carries what the clip bootstrap cannot see: where each tokenizer and MLE seed lands.
@@ -31,6 +36,7 @@ from typing import Any
 import numpy as np
 
 from rlvr_world.apps.video.evaluation import TERMS
+from rlvr_world.apps.video.reading import MEASURES, action_reading
 from rlvr_world.stats import Headline, PoolError, build_headline, describe, t_interval
 
 #: The arms of a run, by the name of their evaluation folder.
@@ -105,6 +111,33 @@ class _VideoRun:
                     )
             # each run weighs the same: its RL seeds averaged per clip first
             self.arms[arm] = {k: np.mean(v, axis=0) for k, v in rows.items()}
+        self.reading = self._reading(start)
+
+    def _reading(
+        self, start: Mapping[str, Any]
+    ) -> dict[str, tuple[dict[str, Any], dict[str, Any]]] | None:
+        """Per model (start, control, RLVR): its per-clip action-reading measures with true and
+        with shuffled actions, RL seeds averaged; None when a shuffled evaluation is missing."""
+        keys = [k for k in ("reward", *MEASURES) if k in start.get("per_clip", {})]
+        folders = {"start": ("mle", [self.dir])}
+        folders |= {arm: (name, [self.dir / f"seed{s}" for s in self.rl_seeds]) for arm, name in
+                    (("control", ARMS["control"]), ("rlvr", ARMS["rlvr"]))}  # fmt: skip
+        out: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {}
+        for model, (name, dirs) in folders.items():
+            pair = []
+            for folder in (name, f"{name}_shuffled_actions"):
+                paths = [d / "eval" / folder / "eval.json" for d in dirs]
+                if not all(p.is_file() for p in paths):
+                    return None
+                reports = [_json(p, f"the {folder} evaluation") for p in paths]
+                table = {
+                    k: np.mean([self._clips(rep, "per_clip", k, p) for rep, p in
+                                zip(reports, paths, strict=True)], axis=0).tolist()
+                    for k in keys
+                }  # fmt: skip
+                pair.append({"per_clip": table})
+            out[model] = (pair[0], pair[1])
+        return out
 
     @staticmethod
     def _clips(report: Mapping[str, Any], table: str, key: str, path: Path) -> np.ndarray:
@@ -172,9 +205,19 @@ def pool_video_runs(run_dirs: Sequence[Path]) -> dict[str, Any]:
         }
         for r in runs
     }
+    read = [r.reading for r in runs]
+    reading = None
+    if all(x is not None for x in read):
+        models = {
+            m: ([x[m][0] for x in read if x], [x[m][1] for x in read if x])
+            for m in ("start", "control", "rlvr")
+        }
+        reading = action_reading(models, seeds=seeds, baselines={})
+        head["action_reading"] = reading
     return {
         "task": "video",
         "runs": [str(d) for d in run_dirs],
+        "action_reading": reading,
         "headline": head,
         "headline_terms": {k: headline(k)[1] for k in runs[0].keys[1:]},
         "headline_text": describe(reward, digits=4),

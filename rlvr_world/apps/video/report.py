@@ -4,9 +4,12 @@
   frame (MLE, continued MLE, RLVR: same seed), then the true frame;
 * ``curves.png``: MLE and continued-MLE training loss against wall time, and the GRPO batch
   reward per trainer step;
-* ``report.md``: the phases and their seconds, the tokenizer's held-out reconstruction, and a
-  table of held-out metrics per model with the tokenizer ceiling (true frame's own tokens) and
-  the copy-last-frame baseline.
+* ``report.md``: the phases and their seconds, the tokenizer's held-out reconstruction, the
+  IDM's held-out accuracy on true frames, a table of held-out metrics per model with the
+  tokenizer ceiling (true frame's own tokens) and the copy-last-frame baseline, and the
+  action-reading table (``action_reading_lines``: per model the reward with true and shuffled
+  actions and their gap, the agent-position error and its gap, the IDM's reading, each with its
+  95% CI; the baselines' values; RLVR - control).
 """
 
 from __future__ import annotations
@@ -321,6 +324,81 @@ def headline_lines(summary: Mapping[str, Any]) -> list[str]:
     return lines
 
 
+#: Action-reading columns: (key in a model's entry, header, digits).
+READING_COLUMNS = (
+    ("reward", "reward", 4),
+    ("reward_shuffled", "reward, shuffled actions", 4),
+    ("reward_shuffle_gap", "shuffle gap (reward)", 4),
+    ("agent_error_px", "agent error (px)", 1),
+    ("agent_error_px_shuffled", "agent error, shuffled (px)", 1),
+    ("agent_error_px_shuffle_gap", "shuffle gap (agent px)", 1),
+    ("idm_mae", "IDM MAE", 1),
+    ("idm_acc", "IDM within tolerance", 3),
+)
+READING_LABELS = {"start": "MLE start", "control": "continued MLE", "rlvr": "RLVR"}
+
+
+def _cell(entry: Mapping[str, Any] | None, digits: int) -> str:
+    if entry is None:
+        return ""
+    low, high = entry["ci95"]
+    return f"{entry['mean']:.{digits}f} [{low:.{digits}f}, {high:.{digits}f}]"
+
+
+def action_reading_lines(summary: Mapping[str, Any]) -> list[str]:
+    """Markdown of ``action_reading``: one row per model and baseline, then RLVR - control (the
+    error terms: lower is better); nothing when the run has none."""
+    found = summary.get("action_reading")
+    if not found:
+        return []
+    models = found["models"]
+    cols = [c for c in READING_COLUMNS if any(c[0] in m for m in models.values())]
+    lines = [
+        "",
+        f"## Does the model read its actions? ({found['n']} held-out clips, seeds "
+        f"{found['seeds']}; 95% CIs over clips)",
+        "",
+        "Shuffle gap: the reward with true minus shuffled actions, the agent error with shuffled "
+        "minus true actions; positive where the prediction follows its action. Agent error: "
+        "the segmented agent's distance to the simulator's (arena px). IDM: its reading of the "
+        "predicted step against the given action.",
+        "",
+        "| model | " + " | ".join(h for _, h, _ in cols) + " |",
+        "|---" * (len(cols) + 1) + "|",
+    ]
+    for name, entry in models.items():
+        cells = [_cell(entry.get(k), d) for k, _, d in cols]
+        lines.append(f"| {READING_LABELS.get(name, name)} | " + " | ".join(cells) + " |")
+    for name, values in found.get("baselines", {}).items():
+        cells = [f"{values[k]:.{d}f}" if k in values else "" for k, _, d in cols]
+        lines.append(f"| {name.replace('_', ' ')} | " + " | ".join(cells) + " |")
+    diff = found.get("rlvr_minus_control")
+    if diff:
+        cells = []
+        for key, _, d in cols:
+            entry = diff.get(key.removesuffix("_shuffled") if key.endswith("_shuffled") else key)
+            mark = "" if entry is None or not entry.get("ci95_excludes_zero") else " *"
+            cells.append("" if key.endswith("_shuffled") else _cell(entry, d) + mark)
+        lines.append("| RLVR - control (* CI excludes 0) | " + " | ".join(cells) + " |")
+    return lines
+
+
+def idm_lines(summary: Mapping[str, Any]) -> list[str]:
+    """The IDM's line: where it comes from and its held-out accuracy on true frames."""
+    idm = summary.get("idm")
+    if not idm:
+        return []
+    held = (idm.get("held_out") or {}).get("idm")
+    how = "trained here on the train episodes" if idm.get("trained") else "given"
+    if held is None:
+        return [f"- IDM: `{idm['path']}` ({how}; no held-out report)"]
+    mae = ", ".join(f"{v:.1f}" for v in held["mae"])
+    return [
+        f"- IDM: `{idm['path']}` ({how}); on held-out true frames MAE ({mae}), "
+        f"{100 * held['within_tolerance']:.1f}% within tolerance (the ceiling of the idm terms)"
+    ]
+
+
 def write_video_report(run_dir: Path, summary: Mapping[str, Any], extras: Sequence[str]) -> Path:
     """``report.md`` from the run summary; ``extras`` are image files to link."""
     evals = summary.get("eval", {})
@@ -338,6 +416,7 @@ def write_video_report(run_dir: Path, summary: Mapping[str, Any], extras: Sequen
             f"- tokenizer: held-out PSNR {tok.get('eval_psnr', float('nan')):.2f} dB, "
             f"L1 {tok.get('eval_l1', float('nan')):.4f}"
         )
+    lines += idm_lines(summary)
     sampling = summary.get("sampling", {})
     if "used" in sampling:
         used, how = sampling["used"], "tuned on validation clips" if "chosen" in sampling else "set"
@@ -359,6 +438,7 @@ def write_video_report(run_dir: Path, summary: Mapping[str, Any], extras: Sequen
         what = "multi-step rollouts (true actions inserted)" if multi else "next-frame prediction"
         lines += ["", f"## Held-out {what} ({n} clips, the sampling above)", ""]
         lines += metrics_table(evals, summary.get("perceptual", {}).get("metric", "stlpips"))
+    lines += action_reading_lines(summary)
     links = [Path(os.path.relpath(Path(e).resolve(), run_dir.resolve())) for e in extras]
     lines += [""] + [f"![{link.stem}]({link.as_posix()})" for link in links]
     out = run_dir / "report.md"
