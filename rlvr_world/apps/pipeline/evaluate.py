@@ -127,3 +127,21 @@ async def evaluate(
     versions = {r[1] for r in results if not isinstance(r, str)}
     failed = [r for r in results if isinstance(r, str)]
     return summarize(answers, max(versions, default=0), failed), answers
+
+
+async def evaluate_served(
+    rollout: str,
+    decoder: str,
+    reward: str,
+    items: list[PromptItem],
+    *,
+    max_tokens: int,
+    variant: str = "strict",
+) -> tuple[EvalReport, list[Answer]]:
+    """``evaluate`` of the model the rollout service at ``rollout`` serves, through the decoder
+    and reward services at ``decoder`` and ``reward`` (clients opened and closed here)."""
+    clients = ServiceClients(rollout, decoder, reward)
+    try:
+        return await evaluate(clients, items, max_tokens=max_tokens, variant=variant)
+    finally:
+        await clients.close()

@@ -40,7 +40,7 @@ from rlvr_world.apps.orchestrator.metrics import OrchestratorMetrics
 from rlvr_world.apps.orchestrator.worker import Orchestrator
 from rlvr_world.apps.pipeline.config import PipelineConfig, load_pipeline_config
 from rlvr_world.apps.pipeline.data import build_run_items
-from rlvr_world.apps.pipeline.evaluate import Answer, evaluate
+from rlvr_world.apps.pipeline.evaluate import Answer, evaluate_served
 from rlvr_world.apps.pipeline.results import METRICS, aligned_scores, always_no_change
 from rlvr_world.apps.run.configfile import parse_overrides, read_config_mapping
 from rlvr_world.apps.run.endpoints import Endpoints, endpoints
@@ -111,16 +111,14 @@ class Orchestrate:
         return ServiceClients(self.ends.rollout, self.ends.decoder, self.ends.reward)
 
     async def _evaluate(self, name: str, items: list[PromptItem]) -> list[Answer]:
-        clients = self._clients()
-        try:
-            report, answers = await evaluate(
-                clients,
-                items,
-                max_tokens=self.cfg.eval.max_tokens,
-                variant=self.cfg.rl.reward_variant,
-            )
-        finally:
-            await clients.close()
+        report, answers = await evaluate_served(
+            self.ends.rollout,
+            self.ends.decoder,
+            self.ends.reward,
+            items,
+            max_tokens=self.cfg.eval.max_tokens,
+            variant=self.cfg.rl.reward_variant,
+        )
         with (self.out / f"eval_{name}.jsonl").open("w") as fh:
             for a in answers:
                 fh.write(json.dumps(asdict(a)) + "\n")

@@ -56,7 +56,7 @@ from rlvr_world.apps.memory import PeakRss
 from rlvr_world.apps.orchestrator.worker import RunStats
 from rlvr_world.apps.pipeline.config import PipelineConfig
 from rlvr_world.apps.pipeline.data import build_run_items
-from rlvr_world.apps.pipeline.evaluate import Answer, EvalReport, evaluate
+from rlvr_world.apps.pipeline.evaluate import Answer, EvalReport, evaluate_served
 from rlvr_world.apps.pipeline.report import plot_curve, write_report
 from rlvr_world.apps.pipeline.results import METRICS, headline_summary, reward_trend
 from rlvr_world.apps.run.grpo import (
@@ -177,16 +177,14 @@ class PipelineRun:
         self, rollout: str, addrs: Addresses, items: list[PromptItem]
     ) -> tuple[EvalReport, list[Answer]]:
         """Greedy answers of the model ``rollout`` serves, scored (``evaluate``)."""
-        clients = ServiceClients(rollout, addrs.decoder, addrs.reward)
-        try:
-            return await evaluate(
-                clients,
-                items,
-                max_tokens=self.cfg.eval.max_tokens,
-                variant=self.cfg.rl.reward_variant,
-            )
-        finally:
-            await clients.close()
+        return await evaluate_served(
+            rollout,
+            addrs.decoder,
+            addrs.reward,
+            items,
+            max_tokens=self.cfg.eval.max_tokens,
+            variant=self.cfg.rl.reward_variant,
+        )
 
     async def _eval_named(
         self, name: str, rollout: str, addrs: Addresses, test: list[PromptItem]
