@@ -145,6 +145,36 @@ class EngineInfo:
     extra: dict[str, str] = field(default_factory=dict)
 
 
+class EngineBase:
+    """What both engines keep the same way: the model path, the vocabulary size and the policy
+    version in service (``policy_version``), and ``info`` from them plus the engine's ``extra``.
+    Subclasses set ``ENGINE``, the three attributes, and ``info_extra``."""
+
+    ENGINE = ""
+    model_path: str
+    vocab_size: int
+    _version: int
+
+    @property
+    def policy_version(self) -> int:
+        """The version of the weights in service."""
+        return self._version
+
+    def info_extra(self) -> dict[str, str]:
+        """Details for ``EngineInfo.extra`` (device, dtype, versions)."""
+        return {}
+
+    def info(self) -> EngineInfo:
+        """The engine, model, version, vocabulary and ``info_extra``."""
+        return EngineInfo(
+            engine=self.ENGINE,
+            model=self.model_path,
+            policy_version=self._version,
+            vocab_size=self.vocab_size,
+            extra=self.info_extra(),
+        )
+
+
 class GenerationEngine(Protocol):
     """What the rollout server needs from an engine. Methods may block; the server calls them
     from worker threads, so implementations serialise access to the model themselves."""

@@ -54,8 +54,8 @@ from rlvr_world.text_tokenizer import RustTokenizer, rust_tokenizer_usable
 from rlvr_world.weights import ADAPTER_CONFIG
 from services.rollout.checkpoint import check_state_fits, read_checkpoint
 from services.rollout.engine import (
+    EngineBase,
     EngineError,
-    EngineInfo,
     FinishReason,
     Generation,
     Sample,
@@ -114,8 +114,10 @@ class _Waiting:
     done: threading.Event = field(default_factory=threading.Event)
 
 
-class TransformersEngine:
+class TransformersEngine(EngineBase):
     """A causal LM and its tokenizer, serving one policy version at a time."""
+
+    ENGINE = "transformers"
 
     def __init__(  # noqa: PLR0913 (the service's settings for this engine, passed on)
         self,
@@ -193,20 +195,9 @@ class TransformersEngine:
         model.requires_grad_(False)
         return model
 
-    @property
-    def policy_version(self) -> int:
-        """The version of the weights in service."""
-        return self._version
-
-    def info(self) -> EngineInfo:
-        """The engine, model, version, vocabulary, device and dtype."""
-        return EngineInfo(
-            engine="transformers",
-            model=self.model_path,
-            policy_version=self._version,
-            vocab_size=self.vocab_size,
-            extra={"device": str(self.device), "dtype": str(self.dtype).removeprefix("torch.")},
-        )
+    def info_extra(self) -> dict[str, str]:
+        """The device and dtype."""
+        return {"device": str(self.device), "dtype": str(self.dtype).removeprefix("torch.")}
 
     # ------------------------------------------------------------ generation
 

@@ -63,7 +63,7 @@ from typing import Any, Protocol
 from rlvr_world.devices import check_device, device_line
 from rlvr_world.weights import ADAPTER_CONFIG
 from services.rollout.engine import (
-    EngineInfo,
+    EngineBase,
     FinishReason,
     Generation,
     InvalidRequest,
@@ -168,8 +168,10 @@ def segment_seed(seed: int | None, segment: int, sample: int) -> int | None:
     return (seed * 1_000_003 + segment * 10_007 + sample) % 2**63
 
 
-class VllmEngine:
+class VllmEngine(EngineBase):
     """One vLLM ``LLM`` serving one policy version at a time."""
+
+    ENGINE = "vllm"
 
     def __init__(  # noqa: PLR0913 (mostly vLLM's LLM(...) options, passed on)
         self,
@@ -255,20 +257,9 @@ class VllmEngine:
         """One short greedy request, so the first real one does not pay vLLM's lazy set-up."""
         self.generate([0], SamplingParams(n=1, temperature=0.0, max_tokens=2, ignore_eos=True))
 
-    @property
-    def policy_version(self) -> int:
-        """The version of the weights in service."""
-        return self._version
-
-    def info(self) -> EngineInfo:
-        """The engine, model, version, vocabulary, and vLLM's version, device and dtype."""
-        return EngineInfo(
-            engine="vllm",
-            model=self.model_path,
-            policy_version=self._version,
-            vocab_size=self.vocab_size,
-            extra=dict(self._extra),
-        )
+    def info_extra(self) -> dict[str, str]:
+        """vLLM's version, platform, log-prob mode, context, device and dtype."""
+        return dict(self._extra)
 
     # ------------------------------------------------------------ generation
 
