@@ -4,7 +4,7 @@
 its user: the KL weight, how advantages are normalised, what an unparseable or truncated sample
 trains with, dynamic sampling and per-token credit. The trainer's ``grpo`` section
 (``trainer.config.GrpoConfig``) extends it with the loss's own knobs (clipping, KL estimator,
-aggregation); a run's ``rl`` section (``apps.grpo.RlSection``) extends it with sampling and
+aggregation); a run's ``rl`` section (``apps.run.grpo.RlSection``) extends it with sampling and
 queue sizes and writes the trainer's section from it (``objective()``), so a field, its bound
 and its default live here only. ``MaxStaleness`` is the one bound on how many policy versions a
 group may lag, for the trainer's queue, the orchestrator's gate and the run config alike.
