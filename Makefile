@@ -94,6 +94,14 @@ test-stress: $(STAMP) vllm-setup chromium-setup
 slow: $(STAMP)
 	$(BIN)/python -m pytest -m slow
 
+# The mutation check of the learning guards (scripts/mutants.py): each breakage of the GRPO path
+# in turn (zeroed advantages, the loss sign flipped in train_step, log-probs one position off, a
+# mask of ones, the staleness gate off, weights never published) must fail every guard that
+# should see it; the table of what each guard caught is in docs/testing.md. Must pass.
+.PHONY: test-mutants
+test-mutants: $(STAMP)
+	$(BIN)/python scripts/mutants.py -- $(PYTEST_PARALLEL)
+
 # Fault injection and hostile inputs (tests/chaos, also part of `make test`): services killed,
 # drained and restarted under load, Redis included; a worker cut off the network (a namespace
 # the test makes: needs root and iproute2); every attack of issue 18. Prints the figures.

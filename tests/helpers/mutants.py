@@ -17,9 +17,9 @@ real function and breaks its result or its input, never a copy of its code. What
 
 ``apply(name, set_attr)`` installs one, with ``pytest.MonkeyPatch.setattr`` in a test process or
 plain ``setattr`` in a process of its own. Each wrapper appends one line to the file named by
-``RLVR_MUTANT_HITS`` the first time it runs in a process (the mutant, the pid and pytest's
-``PYTEST_CURRENT_TEST``, which processes started by a test inherit), so the harness can tell a
-mutant that was exercised from one that never ran.
+``RLVR_MUTANT_HITS`` the first time it changes something in a process during a test (the mutant,
+the pid and pytest's ``PYTEST_CURRENT_TEST``, which processes started by a test inherit), so the
+harness can tell a mutant that was exercised from one that never ran.
 
 Processes started by a test get the mutant through ``python -m tests.helpers.mutants MODULE
 ARGS...``: it applies ``$RLVR_MUTANT`` and then runs ``MODULE`` as ``__main__``
@@ -47,18 +47,15 @@ _hit_once: set[str] = set()
 
 
 def record_hit(mutant: str, where: str) -> None:
-    """Append ``{mutant, where, pid, test}`` to ``$RLVR_MUTANT_HITS`` (once per process, place)."""
+    """Append ``{mutant, where, pid, test}`` to ``$RLVR_MUTANT_HITS`` (once per process, place
+    and test)."""
     path = os.environ.get(HITS_ENV)
-    key = f"{mutant}:{where}"
+    test = os.environ.get("PYTEST_CURRENT_TEST", "").split(" ")[0]
+    key = f"{mutant}:{where}:{test}"
     if not path or key in _hit_once:
         return
     _hit_once.add(key)
-    line = {
-        "mutant": mutant,
-        "where": where,
-        "pid": os.getpid(),
-        "test": os.environ.get("PYTEST_CURRENT_TEST", "").split(" ")[0],
-    }
+    line = {"mutant": mutant, "where": where, "pid": os.getpid(), "test": test}
     with Path(path).open("a", encoding="utf-8") as fh:
         fh.write(json.dumps(line) + "\n")
 

@@ -34,6 +34,7 @@ from rlvr_world.queue.stream import Producer, QueueMetrics, StreamNames
 from rlvr_world.tiny_model import TinyLMConfig, build_tiny_lm
 from services.rollout.engine import SamplingParams
 from services.rollout.transformers_engine import TransformersEngine
+from tests.helpers.guard_report import record
 from trainer.config import TrainerConfig
 from trainer.loop import Trainer
 from trainer.sft import SftConfig, run_sft
@@ -49,6 +50,7 @@ PROMPTS = [f"room {r}: door {d}" for r in ROOMS for d in ("open", "shut")]
 PLAIN = '{"modified": [], "removed": []}'
 WITH_FIELD = '{"modified": [], "removed": [], "score": 1}'
 GROUP_SIZE, GROUPS_PER_STEP, STEPS = 8, 4, 30
+GUARD = "text"
 
 
 def reward(text: str) -> float:
@@ -147,6 +149,7 @@ def test_grpo_raises_the_reward_of_a_learnable_task(tmp_path: Path) -> None:
             trainer.checkpoint()
         start = sum(curve[: GROUPS_PER_STEP * 2]) / (GROUPS_PER_STEP * 2)
         end = sum(curve[-GROUPS_PER_STEP * 4 :]) / (GROUPS_PER_STEP * 4)
+        record(GUARD, start=start, end=end, curve=curve, dropped=dict(trainer.state.dropped))
         assert start <= 0.3, (
             f"the warm start should rarely emit the field (mean reward {start:.2f})"
         )

@@ -28,6 +28,7 @@ from rlvr_world.items import PromptItem, diff_answer
 from rlvr_world.queue.server import REDIS_URL_ENV
 from rlvr_world.runlog import read_jsonl
 from rlvr_world.tiny_model import TinyLMConfig, build_tiny_lm
+from tests.helpers.guard_report import record
 
 pytestmark = [
     pytest.mark.integration,
@@ -36,6 +37,7 @@ pytestmark = [
 ]  # a loaded 2-core machine is slow
 
 REPO = Path(__file__).resolve().parents[2]
+GUARD = "system"
 STEPS = 24
 #: How often the start model's SFT data holds the right answer (else ``WRONG``).
 RIGHT_SHARE = 0.12
@@ -120,6 +122,7 @@ def test_grpo_through_the_services_learns_a_learnable_task(
     }
     cfg = load_pipeline_config(REPO / "configs" / "pipeline" / "smoke.yaml", overrides)
     summary = asyncio.run(_WarmStart(cfg, items, model).run_async())
+    record(GUARD, trainer_exit=summary["trainer_exit"], served_version=summary["served_version"])
     assert summary["trainer_exit"] == 0
     assert summary["trainer_steps"] == STEPS
     assert summary["served_version"] == STEPS  # the rollout reloaded the last published weights
@@ -134,6 +137,19 @@ def test_grpo_through_the_services_learns_a_learnable_task(
     ]
     rewards = [s["reward_mean"] for s in steps]
     first, last = sum(rewards[:3]) / 3, sum(rewards[-8:]) / 8
+    record(
+        GUARD,
+        start=first,
+        end=last,
+        curve=rewards,
+        sample_age_max=max(s["sample_age_max"] for s in steps),
+        dropped={
+            k: v
+            for e in read_jsonl(tmp_path / "run" / "trainer" / "train_log.jsonl")
+            if e["event"] == "end"
+            for k, v in e.get("dropped", {}).items()
+        },
+    )
     # Measured (2026-12-02, this start, lr 1e-3, 7 runs on both model backends, some beside a
     # training run): the first 3 steps 0.40-0.43, the last 8 steps 0.88-0.90, no dip below 0.33.
     # At lr 2e-3 the policy collapsed to reward 0.0 in 4 of 9 runs under load (both backends).

@@ -19,6 +19,7 @@ import torch
 from rlvr_world.grpo.groups import TrainSample, prepare_groups
 from rlvr_world.queue.schema import ScoredGroup, ScoredSample
 from rlvr_world.rewards.types import Status
+from tests.helpers.guard_report import record
 from trainer.config import TinyModel, TrainerConfig
 from trainer.model import build_tiny, pack, response_logits, token_logprobs
 from trainer.step import train_step
@@ -83,6 +84,7 @@ def test_one_step_raises_the_rewarded_answer_and_lowers_the_other() -> None:
     optimizer = torch.optim.AdamW(model.parameters(), lr=cfg.optim.lr, weight_decay=0.0)
     stats = train_step(cfg, model, None, optimizer, [good, bad], device=CPU)
     after = sequence_logprob(model, good), sequence_logprob(model, bad)
+    record("step", rewarded=after[0] - before[0], unrewarded=after[1] - before[1])
     assert not stats.skipped and stats.grad_norm > 0
     # measured: +0.6 and -0.6 nats; any step in the right direction moves both by far more than
     # float noise, a loss of the wrong sign moves both the other way, a zero advantage not at all
