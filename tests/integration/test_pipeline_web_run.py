@@ -14,7 +14,7 @@ from rlvr_world.apps.pipeline.config import load_pipeline_config
 from rlvr_world.apps.pipeline.runner import run_pipeline
 from rlvr_world.queue.server import REDIS_URL_ENV
 from rlvr_world.runlog import read_jsonl
-from tests.helpers.shared import shared_dir
+from tests.helpers.shared import shared_file
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -24,7 +24,7 @@ REPO = Path(__file__).resolve().parents[2]
 def test_web_smoke_run_trains_on_f1_and_reports_the_f1_headline(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    source = shared_dir() / "data" / "web" / "miniwob_transitions.jsonl"
+    source = shared_file("data", "web", "miniwob_transitions.jsonl")
     monkeypatch.delenv(REDIS_URL_ENV, raising=False)
     monkeypatch.setenv("PYTHONPATH", str(REPO))
     cfg = load_pipeline_config(

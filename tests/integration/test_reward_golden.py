@@ -15,7 +15,7 @@ from rlvr_world.rewards.dispatch import score_mapping
 from rlvr_world.v1 import reward_pb2, reward_pb2_grpc
 from services.reward.settings import RewardSettings
 from services.reward.testing import ServiceThread
-from tests.helpers.shared import read_jsonl, shared_dir
+from tests.helpers.shared import read_jsonl, shared_file
 
 pytestmark = pytest.mark.integration
 
@@ -26,7 +26,7 @@ def _extra(value: Any) -> Any:
 
 def golden_rows(task: str) -> list[dict[str, Any]]:
     """verl-style requests built from the golden file: every case x variant (x reward type)."""
-    path = shared_dir() / "golden" / f"golden_{task}.jsonl"
+    path = shared_file("golden", f"golden_{task}.jsonl")
     rows = []
     for case in read_jsonl(path):
         for variant in ("paper", "strict"):

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -17,6 +16,7 @@ from torch.nn import functional
 
 from rlvr_world.video.tokenizer import FrameTokenizer, TokenizerConfig
 from rlvr_world.video.train_tokenizer import TrainSettings, train_tokenizer
+from tests.helpers.shared import shared_files
 
 pytestmark = pytest.mark.slow
 
@@ -31,12 +31,7 @@ def _one_thread() -> Iterator[None]:
 
 def pusht_frames(episodes: int, size: int) -> np.ndarray:
     """The first ``episodes`` PushT episodes' frames, resized (antialiased) to ``size``."""
-    shared = os.environ.get("RLVR_SHARED_DIR")
-    if not shared:
-        pytest.skip("RLVR_SHARED_DIR not set: the PushT frames live in its data/video/pusht")
-    paths = sorted(Path(shared, "data", "video", "pusht").glob("ep*.npz"))[:episodes]
-    if len(paths) < episodes:
-        pytest.skip(f"RLVR_SHARED_DIR has {len(paths)} PushT episodes, need {episodes}")
+    paths = shared_files("ep*.npz", "data", "video", "pusht", need=episodes)
     out = []
     for path in paths:
         x = torch.from_numpy(np.load(path)["frames"]).permute(0, 3, 1, 2).float()

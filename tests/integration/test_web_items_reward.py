@@ -5,7 +5,6 @@ the shared MiniWoB++ and WebArena transitions scores F1 = 1, strict and paper, a
 from __future__ import annotations
 
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
@@ -16,7 +15,7 @@ from rlvr_world.tasks.web import TreeDiff, load_web_transitions, render_diff
 from rlvr_world.web.items import web_transition_item
 from services.reward.settings import RewardSettings
 from services.reward.testing import ServiceThread
-from tests.conftest import shared_dir
+from tests.helpers.shared import shared_file
 
 pytestmark = pytest.mark.integration
 
@@ -29,9 +28,7 @@ def client() -> Iterator[RewardClient]:
 
 
 def web_items(name: str) -> list[PromptItem]:
-    path: Path = shared_dir() / "data" / "web" / name
-    if not path.is_file():
-        pytest.skip(f"{path} is missing")
+    path = shared_file("data", "web", name)
     return [web_transition_item(t, str(i)) for i, t in enumerate(load_web_transitions(path))]
 
 

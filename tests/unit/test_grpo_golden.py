@@ -6,8 +6,6 @@ Reads $RLVR_SHARED_DIR/golden/golden_grpo_video.jsonl (computed by both forks' c
 from __future__ import annotations
 
 import json
-import os
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -15,15 +13,13 @@ import torch
 
 from rlvr_world.grpo.advantage import grpo_outcome_advantage
 from rlvr_world.grpo.loss import kl_penalty, policy_loss
+from tests.helpers.shared import shared_file
 
 torch.set_num_threads(1)
 
 
 def _records(kind: str) -> list[dict[str, Any]]:
-    shared = os.environ.get("RLVR_SHARED_DIR")
-    if not shared:
-        pytest.skip("RLVR_SHARED_DIR not set: golden_grpo_video.jsonl is read from it")
-    path = Path(shared) / "golden" / "golden_grpo_video.jsonl"
+    path = shared_file("golden", "golden_grpo_video.jsonl")
     rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
     return [r for r in rows if r["kind"] == kind]
 

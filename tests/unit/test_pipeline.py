@@ -174,12 +174,9 @@ def test_control_budget_matches_grpo() -> None:
 
 
 def _shared_text_game() -> Path:
-    import os
+    from tests.helpers.shared import shared_file
 
-    root = os.environ.get("RLVR_SHARED_DIR")
-    if not root:
-        pytest.skip("RLVR_SHARED_DIR is not set: the GPT-simulator data is unavailable")
-    return Path(root) / "data" / "text_game"
+    return shared_file("data", "text_game", "test.jsonl").parent
 
 
 def test_real_data_trains_on_the_crawl_minus_the_test_split_and_draws_a_stratified_test() -> None:

@@ -25,7 +25,7 @@ from rlvr_world.apps.pipeline.results import (
 from rlvr_world.apps.pipeline.web_data import build_web_run_items, fit_to_tokenizer
 from rlvr_world.items import PromptItem, web_item
 from rlvr_world.web.items import NO_CHANGE_ANSWER, predicts_no_change
-from tests.helpers.shared import shared_dir
+from tests.helpers.shared import shared_file
 
 REPO = Path(__file__).resolve().parents[2]
 BEFORE = "[1] StaticText 'Pick one'\n[2] button 'OK'"
@@ -234,7 +234,7 @@ def test_web_report_names_f1(tmp_path: Path) -> None:
 
 
 def test_shared_miniwob_gives_at_least_200_held_out_items_never_trained_on() -> None:
-    source = shared_dir() / "data" / "web" / "miniwob_transitions.jsonl"
+    source = shared_file("data", "web", "miniwob_transitions.jsonl")
     cfg = load_pipeline_config(
         REPO / "configs" / "pipeline" / "web_miniwob.yaml", {"data.sources": [str(source)]}
     )

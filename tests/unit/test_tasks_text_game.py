@@ -29,7 +29,7 @@ from rlvr_world.tasks.text_game import (
     train_transitions,
     transition_from_record,
 )
-from tests.helpers.shared import read_jsonl, shared_dir
+from tests.helpers.shared import read_jsonl, shared_file
 
 SCORE0 = {"score": 0, "gameOver": False, "gameWon": False}
 
@@ -263,10 +263,7 @@ def test_verl_row_round_trip() -> None:
 
 
 def text_game_dir() -> Path:
-    path = shared_dir() / "data" / "text_game"
-    if not (path / "test.jsonl").is_file():
-        pytest.skip(f"{path}/test.jsonl is missing")
-    return path
+    return shared_file("data", "text_game", "test.jsonl").parent
 
 
 @pytest.fixture(scope="module")
@@ -279,7 +276,7 @@ def test_paper_prompts_and_rows_equal_the_rebuilt_records(
 ) -> None:
     data = text_game_dir()
     rules, examples = load_rules(data), load_examples(data)
-    golden = list(read_jsonl(shared_dir() / "golden" / "example_records_text_game.jsonl"))
+    golden = list(read_jsonl(shared_file("golden", "example_records_text_game.jsonl")))
     assert len(golden) == 3
     for row in golden:
         index = row["extra_info"]["index"]

@@ -21,7 +21,7 @@ from rlvr_world.tasks.web import (
     web_transition_files,
     web_transition_from_record,
 )
-from tests.helpers.shared import shared_dir
+from tests.helpers.shared import shared_file
 
 BEFORE = """Tab 0 (current): Shop
 
@@ -119,10 +119,7 @@ def test_record_and_prompt() -> None:
 
 
 def web_file(name: str) -> Path:
-    path = shared_dir() / "data" / "web" / name
-    if not path.is_file():
-        pytest.skip(f"{path} is missing")
-    return path
+    return shared_file("data", "web", name)
 
 
 def agreement(transitions: list[WebTransition], *, include_negative_ids: bool) -> int:

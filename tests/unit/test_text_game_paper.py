@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 from importlib.metadata import version
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -18,7 +17,7 @@ from rlvr_world.rewards.text_game import score_text_game
 from rlvr_world.rewards.text_game.extract import paper_answer_text
 from rlvr_world.rewards.text_game.paper import recover_game_state_from_partial
 from rlvr_world.rewards.types import Status
-from tests.helpers.shared import read_jsonl, shared_dir
+from tests.helpers.shared import read_jsonl, shared_file
 
 REWARD_KEYS = {"binary": "reward_binary", "task_specific": "reward_task_specific"}
 TRACE_COUNTERS = {
@@ -30,8 +29,7 @@ TRACE_COUNTERS = {
 
 
 def _golden() -> list[dict[str, Any]]:
-    path: Path = shared_dir() / "golden" / "golden_text_game.jsonl"
-    return list(read_jsonl(path))
+    return list(read_jsonl(shared_file("golden", "golden_text_game.jsonl")))
 
 
 def _paper(case: dict[str, Any], reward_type: str) -> Any:

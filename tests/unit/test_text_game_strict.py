@@ -3,7 +3,8 @@ Q13).
 
 Each test shows the paper result next to the strict one, and its docstring says why the strict
 result is the right one. States are built by hand (a sink, a cup, water) so every count can be
-checked by eye; the 300 real test records come from ``$RLVR_SHARED_DIR`` (skipped when absent).
+checked by eye; the 300 real test records come from ``$RLVR_SHARED_DIR`` (skipped when it is unset;
+missing there, the test fails).
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ import pytest
 from rlvr_world.rewards.text_game import score_text_game
 from rlvr_world.rewards.text_game.common import MAX_RESPONSE_CHARS
 from rlvr_world.rewards.types import RewardResult, Status
-from tests.helpers.shared import read_jsonl, shared_dir
+from tests.helpers.shared import read_jsonl, shared_file
 
 PHRASE = "The final answer is: "
 SCORE0 = {"score": 0, "gameOver": False, "gameWon": False}
@@ -403,10 +404,7 @@ def test_response_over_the_limit_is_unparseable() -> None:
 
 
 def _records() -> list[dict[str, Any]]:
-    path = shared_dir() / "data" / "text_game" / "test_sample_300.jsonl"
-    if not path.is_file():
-        pytest.skip(f"{path} is absent")
-    return list(read_jsonl(path))
+    return list(read_jsonl(shared_file("data", "text_game", "test_sample_300.jsonl")))
 
 
 def _record_states(rec: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:

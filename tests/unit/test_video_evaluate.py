@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 
 import numpy as np
@@ -29,6 +28,7 @@ from rlvr_world.video.train_mle import MLEConfig, encode_clips, save_checkpoint,
 from rlvr_world.video.world_model import WorldModelSpec, build_world_model, load_world_model
 from services.rollout.engine import SamplingParams
 from services.rollout.transformers_engine import TransformersEngine
+from tests.helpers.shared import shared_files
 
 torch.set_num_threads(1)
 
@@ -183,11 +183,7 @@ def test_evaluate_reports_metrics_baselines_and_grid(tmp_path: Path) -> None:
 @pytest.mark.slow
 def test_real_pusht_clips_train_save_serve_and_evaluate(tmp_path: Path) -> None:
     """data.Clip objects from the real PushT sample through MLE, the engine and evaluation."""
-    shared = os.environ.get("RLVR_SHARED_DIR")
-    if not shared:
-        pytest.skip("RLVR_SHARED_DIR not set: needs data/video/pusht from the shared folder")
-    folder = Path(shared) / "data" / "video" / "pusht"
-    paths = sorted(folder.glob("*.npz"))[:2]
+    paths = shared_files("*.npz", "data", "video", "pusht", need=2)
     episodes = [data.resize_episode(e, 32) for e in data.load_episodes(paths)]
     quantizer = ActionQuantizer.from_actions(data.all_actions(episodes[:1]), bins=8)
     tok = FrameTokenizer(

@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from rlvr_world.rewards.types import Status
 from rlvr_world.rewards.web import MAX_TEXT_CHARS, hungarian_matches, score_web
-from tests.helpers.shared import read_jsonl, shared_dir
+from tests.helpers.shared import read_jsonl, shared_file
 
 TRUTH = (
     "New items:\n[1273] StaticText 'Vortex Running Shoes'\n[1272] button 'Search'\n\n"
@@ -21,7 +21,7 @@ EOS = "<｜end▁of▁sentence｜>"
 
 
 def test_golden_web_paper_parity() -> None:
-    cases = list(read_jsonl(shared_dir() / "golden" / "golden_web.jsonl"))
+    cases = list(read_jsonl(shared_file("golden", "golden_web.jsonl")))
     assert len(cases) == 44
     for case in cases:
         got = score_web(case["response"], case["ground_truth"], variant="paper", p=case["p"])

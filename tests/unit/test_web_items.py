@@ -4,7 +4,6 @@ shared transitions: every target scores exactly 1 with the web scorer."""
 from __future__ import annotations
 
 import dataclasses
-from pathlib import Path
 
 import pytest
 
@@ -22,7 +21,7 @@ from rlvr_world.web.items import (
     target_scores_one,
     web_transition_item,
 )
-from tests.conftest import shared_dir
+from tests.helpers.shared import shared_file
 
 BEFORE = "[1] StaticText 'Pick one'\n[2] button 'OK'\n[3] link 'Old'"
 AFTER = "[1] StaticText 'Pick one'\n[2] button 'OK' focused: True\n[4] StaticText 'Done'"
@@ -165,9 +164,7 @@ def test_f1_by_change() -> None:
 
 @pytest.mark.parametrize("name", ["miniwob_transitions.jsonl", "webarena_transitions.jsonl"])
 def test_every_shared_target_scores_exactly_one(name: str) -> None:
-    path: Path = shared_dir() / "data" / "web" / name
-    if not path.is_file():
-        pytest.skip(f"{path} is missing")
+    path = shared_file("data", "web", name)
     transitions = list(load_web_transitions(path))
     items = [web_transition_item(t, str(i)) for i, t in enumerate(transitions)]
     for item in items:
