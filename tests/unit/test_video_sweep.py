@@ -11,8 +11,9 @@ import numpy as np
 import pytest
 from pydantic import ValidationError
 
-from rlvr_world.apps.video.config import VideoPipelineConfig
+from rlvr_world.apps.video.config import VideoIdm, VideoPipelineConfig
 from rlvr_world.apps.video.sweep import SweepConfig, arm_config, compare, load_sweep_config
+from rlvr_world.apps.video.sweep_control import with_shared_control
 
 REPO = Path(__file__).resolve().parents[2]
 ARMS = {"a": {"rl.group_size": 2}, "b": {"rl.group_size": 4}}
@@ -50,6 +51,33 @@ def test_an_arm_starts_from_the_source_runs_tokenizer_and_mle_model(tmp_path: Pa
     assert (arm.eval.temperature, arm.eval.top_k, arm.eval.candidates) == (0.0, 0, ())
     assert not arm.eval.shuffled_actions and not arm.baseline.enabled
     assert arm.eval.clips == video.eval.clips  # the same held-out clips
+
+
+def test_an_arm_reads_with_the_source_runs_idm(tmp_path: Path) -> None:
+    plain = _source(tmp_path)
+    video = plain.model_copy(update={"idm": VideoIdm(train=True)})
+    with pytest.raises(FileNotFoundError, match="the source run's IDM is not there"):
+        arm_config(_cfg(tmp_path), "a", video)
+    (tmp_path / "idm").mkdir()
+    (tmp_path / "idm" / "config.json").write_text("{}")
+    arm = arm_config(_cfg(tmp_path), "a", video)
+    assert arm.idm.path == tmp_path / "idm" and not arm.idm.train  # read, not trained again
+    assert arm_config(_cfg(tmp_path), "a", plain).idm.path is None  # the source trained none
+
+
+def test_a_shared_control_runs_with_the_first_arm_on_a_budget_every_arm_shares(
+    tmp_path: Path,
+) -> None:
+    video = _source(tmp_path)
+    cfg = _cfg(tmp_path, common={"baseline.budget": "samples"}, arms={"a": {}, "b": {}})
+    arms = with_shared_control({n: arm_config(cfg, n, video) for n in cfg.arms})
+    assert arms["a"].baseline.enabled and not arms["b"].baseline.enabled
+    wall = _cfg(tmp_path, arms={"a": {}, "b": {}})
+    with pytest.raises(ValueError, match=r"set common baseline\.budget to samples or steps"):
+        with_shared_control({n: arm_config(wall, n, video) for n in wall.arms})
+    sizes = _cfg(tmp_path, common={"baseline.budget": "steps"})  # ARMS differ in group size
+    with pytest.raises(ValueError, match=r"the arms differ in rl\.steps, rl\.groups_per_step"):
+        with_shared_control({n: arm_config(sizes, n, video) for n in sizes.arms})
 
 
 def test_without_a_source_summary_the_configs_sampling_is_used(tmp_path: Path) -> None:
@@ -105,6 +133,13 @@ def test_the_shipped_sweeps_load() -> None:
     }
     repetition = load_sweep_config(REPO / "configs" / "experiments" / "video_repetition.yaml")
     assert repetition.arms == {"plain": {}, "penalty": {"rl.repetition_penalty": 1.0}}
+    for name in ("video_action_reward", "smoke_video_action_reward"):
+        action = load_sweep_config(REPO / "configs" / "experiments" / f"{name}.yaml")
+        assert list(action.arms) == ["pixel", "state", "idm"] and action.control
+        assert action.common["baseline.budget"] == "samples"
+        for arm in ("state", "idm"):
+            assert action.arms[arm]["rl.weights"][arm] == 1.0
+            assert action.arms[arm]["rl.balance_mode"] == "action_terms"
     # an override of one arm from the command line
     again = load_sweep_config(
         REPO / "configs" / "experiments" / "video_group_size.yaml", {"arms.G2": {"rl.steps": 5}}

@@ -1,21 +1,35 @@
 """``rlvr-world run CONFIG`` with ``task: video_sweep``: RLVR arms from one finished video run's
 tokenizer and MLE model, each arm a set of config overrides (the paper's section 6.3 analyses:
 ``configs/experiments/video_group_size.yaml`` varies the group size G,
-``configs/experiments/video_metric_rewards.yaml`` trains on one metric at a time).
+``configs/experiments/video_metric_rewards.yaml`` trains on one metric at a time,
+``configs/experiments/video_action_reward.yaml`` adds the action-following terms).
 
 Each arm is a ``task: video`` run (``apps.video.pipeline``) in ``<run_dir>/<arm>/`` of the source
 run's config with ``tokenizer.path`` and ``mle.path`` set to the source run's (no tokenizer or
 MLE training: every arm starts from the same weights), the source run's recorded episodes
 (linked, not re-recorded), the sampling the source run used (no re-tuning: ``eval.candidates``
 empty), no shuffled-actions ablation and, unless ``common`` turns it back on, no continued-MLE
-control; then ``common`` and the arm's own overrides. Every arm is evaluated on the same
+control; the source run's IDM (``<source>/idm`` when it trained one, or its ``idm.path``) as
+``idm.path``; then ``common`` and the arm's own overrides. Every arm is evaluated on the same
 held-out clips with the same sampling seeds, so arms are compared clip by clip.
+
+``control: true`` runs one continued-MLE control for all arms: the first arm runs it (per RL
+seed, ``baseline.enabled`` on it alone), and every arm's headline compares its RLVR with that
+control on the same clips (``evaluation.headlines``: RLVR - control with its paired bootstrap,
+copying the last frame as a baseline) and carries its ``action_reading``
+(``apps.video.reading``: the shuffle gaps, the agent-position error and the IDM's reading of
+the start, the control and the arm, with intervals). The control's budget must not depend on the
+arm: ``baseline.budget`` samples or steps, and the same ``rl.steps``, ``rl.groups_per_step`` and
+``rl.group_size`` in every arm (refused otherwise, before anything runs).
 
 What it writes to ``run.run_dir``: ``summary.json`` (``arms``: per arm the held-out means of
 every metric, RLVR - start per metric with the paired bootstrap over clips, the train reward per
 step (on the arm's own reward: not comparable across arms whose rewards differ), the
-repetition rate of the start and of RLVR, the RL seconds; ``headline``: the reward per arm with
-its interval against the start), ``report.md`` (one table: arms x metrics) and ``sweep.png``
+repetition rate of the start and of RLVR, the RL seconds, and with ``control`` the arm's
+``headline`` and ``action_reading``; ``headline``: the reward per arm with its interval against
+the start, and against the shared control with its shuffle gap and agent-position error),
+``report.md`` (one table: arms x metrics; with ``control`` a second one: each arm against the
+control, and how it reads its actions) and ``sweep.png``
 (the train reward per step of every arm, and RLVR - start per metric with its interval).
 
 It does not train the tokenizer or the MLE model; the source run must be finished.
@@ -38,6 +52,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from rlvr_world.apps.run.configfile import apply_overrides, read_config_mapping
 from rlvr_world.apps.video.config import VideoPipelineConfig
 from rlvr_world.apps.video.source import SourceSection, source_config
+from rlvr_world.apps.video.sweep_control import arm_headlines, control_lines, with_shared_control
 from rlvr_world.runlog import read_jsonl
 
 logger = logging.getLogger(__name__)
@@ -49,6 +64,14 @@ FIXED = ("tokenizer.path", "mle.path", "run.run_dir", "data.")
 #: Metrics in table order; the perceptual one is appended.
 METRICS = ("reward", "l1", "mse", "psnr", "ssim")
 HIGHER_IS_BETTER = frozenset({"reward", "psnr", "ssim"})
+#: What the sweep's headline carries of each arm's action reading (with a shared control).
+READING_KEYS = (
+    "reward_shuffle_gap",
+    "agent_error_px",
+    "agent_error_px_shuffle_gap",
+    "idm_acc",
+    "idm_mae",
+)
 MIN_ARMS = 2
 
 
@@ -71,6 +94,11 @@ class SweepConfig(_Section):
     common: dict[str, Any] = Field(default_factory=dict)
     #: Arm name -> its ``section.field`` overrides, in table order.
     arms: dict[str, dict[str, Any]]
+    control: bool = Field(
+        default=False,
+        description="one continued-MLE control for every arm, run with the first arm; each arm's "
+        "headline then compares RLVR with it (module docstring)",
+    )
     run: SweepRun = Field(default_factory=SweepRun)
 
     @model_validator(mode="after")
@@ -118,6 +146,9 @@ def arm_config(cfg: SweepConfig, name: str, video: VideoPipelineConfig) -> Video
     for what, path in (("tokenizer", tokenizer), ("MLE model", mle)):
         if not (path / "config.json").is_file():
             raise FileNotFoundError(f"{path}: the source run's {what} is not there")
+    idm = video.idm.path or (src / "idm" if video.idm.train else None)
+    if idm is not None and not (idm / "config.json").is_file():
+        raise FileNotFoundError(f"{idm}: the source run's IDM is not there")
     fixed = {
         "tokenizer.path": str(tokenizer),
         "mle.path": str(mle),
@@ -128,6 +159,7 @@ def arm_config(cfg: SweepConfig, name: str, video: VideoPipelineConfig) -> Video
         "eval.shuffled_actions": False,
         "baseline.enabled": False,
         **_source_sampling(src, video),
+        **({"idm.path": str(idm), "idm.train": False} if idm is not None else {}),
     }
     data = video.model_dump(mode="json", exclude_unset=True)
     data = apply_overrides(apply_overrides(data, fixed), {**cfg.common, **cfg.arms[name]})
@@ -229,6 +261,7 @@ def write_report(out_dir: Path, summary: Mapping[str, Any]) -> None:
         lines.append(
             f"| {name} | " + " | ".join(cells) + f" | {rep} | {last} | {arm['rl_s']:.0f} |"
         )
+    lines += control_lines(summary)
     lines.append("")
     (out_dir / "report.md").write_text("\n".join(lines))
 
@@ -268,6 +301,32 @@ def write_plot(path: Path, summary: Mapping[str, Any]) -> None:
     plt.close(fig)
 
 
+def _add_control(out: dict[str, Any], found: Mapping[str, Mapping[str, Any]]) -> None:
+    """Each arm's headline against the shared control (``sweep_control.arm_headlines``) into
+    the summary, and its gist into the sweep's headline."""
+    head = out["headline"]
+    for name, entry in found.items():
+        out["arms"][name].update(entry)
+        arm_head = entry["headline"]
+        reading = arm_head["action_reading"]
+        mine = reading["models"]["rlvr"]
+        head["arms"][name] |= {
+            "rlvr_minus_control": arm_head["rlvr"] - arm_head["control"],
+            "ci95": arm_head["ci95"],
+            "ci95_excludes_zero": arm_head["ci95_excludes_zero"],
+            **{k: mine[k] for k in READING_KEYS if k in mine},
+            "vs_control": {
+                k: v for k, v in reading.get("rlvr_minus_control", {}).items() if k in READING_KEYS
+            },
+        }
+    first = next(iter(found.values()))["headline"]
+    head["control"], head["copy_last_frame"] = first["control"], first["copy_last_frame"]
+    head["control_budget"] = first["control_budget"]
+    models = first["action_reading"]["models"]
+    for name in ("start", "control"):
+        head[f"{name}_reading"] = {k: models[name][k] for k in READING_KEYS if k in models[name]}
+
+
 def run_sweep(cfg: SweepConfig, config_path: str = "") -> dict[str, Any]:
     """Everything in the module docstring; returns the summary (also ``summary.json``)."""
     from rlvr_world.apps.video.pipeline import VideoRun
@@ -277,6 +336,8 @@ def run_sweep(cfg: SweepConfig, config_path: str = "") -> dict[str, Any]:
     out_dir = cfg.run.run_dir
     out_dir.mkdir(parents=True, exist_ok=True)
     arms = {name: arm_config(cfg, name, video) for name in cfg.arms}  # every config checked first
+    if cfg.control:
+        arms = with_shared_control(arms)
     per_clip: dict[str, dict[str, np.ndarray]] = {}
     facts: dict[str, dict[str, Any]] = {}
     start: dict[str, np.ndarray] | None = None
@@ -326,6 +387,8 @@ def run_sweep(cfg: SweepConfig, config_path: str = "") -> dict[str, Any]:
             "higher_is_better": True,
         },
     }
+    if cfg.control:
+        _add_control(out, arm_headlines(arms, perceptual, seed=cfg.run.seed))
     write_report(out_dir, out)
     write_plot(out_dir / "sweep.png", out)
     out["wall_s"] = time.perf_counter() - t0
