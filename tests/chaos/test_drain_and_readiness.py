@@ -1,5 +1,7 @@
 """Issue 18 items 2 and 3: SIGTERM answers every call in flight and refuses new ones with a
-retryable UNAVAILABLE; readiness and gRPC health report a degraded scoring pool."""
+retryable UNAVAILABLE; readiness and gRPC health report a degraded scoring pool.
+
+Linux only (the scoring process is found in ``/proc`` and held with SIGSTOP)."""
 
 from __future__ import annotations
 
@@ -11,14 +13,14 @@ import sys
 import threading
 import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import grpc
 import httpx
-import numpy as np
 import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
-from rlvr_world.client import frames_request, verl_request
+from rlvr_world.client import verl_request
 from rlvr_world.v1 import reward_pb2, reward_pb2_grpc
 from services.reward.settings import RewardSettings
 from services.reward.testing import ServiceThread
@@ -71,39 +73,54 @@ def _health(address: str) -> int:
         return int(stub.Check(health_pb2.HealthCheckRequest(), timeout=10).status)
 
 
+def scoring_processes(pid: int) -> list[int]:
+    """The scoring processes of the service ``pid`` (its ``multiprocessing`` spawn children; not
+    its resource tracker), from ``/proc``."""
+    children = [c for task in Path(f"/proc/{pid}/task").iterdir() for c in
+                (task / "children").read_text().split()]  # fmt: skip
+    return [int(c) for c in children if b"spawn_main" in Path(f"/proc/{c}/cmdline").read_bytes()]
+
+
 def test_sigterm_answers_every_call_in_flight_and_refuses_new_ones(
     process: tuple[subprocess.Popen[str], str, str],
 ) -> None:
+    """The order is made certain, not raced: the scoring process is stopped (SIGSTOP) before the
+    calls are sent, so all ``IN_FLIGHT`` calls are held in the pool while SIGTERM arrives and the
+    late call is refused; only then does the scoring process continue and answer them."""
     proc, address, url = process
-    rng = np.random.default_rng(0)
-    pred = rng.integers(0, 256, (8, 256, 256, 3), dtype=np.uint8)
-    req = frames_request(pred, pred[::-1].copy(), weights={"ssim": 1.0, "l1": 1.0})
+    (scorer,) = scoring_processes(proc.pid)
     outcomes: list[str] = []
-    with grpc.insecure_channel(address) as channel:
-        stub = reward_pb2_grpc.RewardServiceStub(channel)  # type: ignore[no-untyped-call]
+    os.kill(scorer, signal.SIGSTOP)
+    try:
+        with grpc.insecure_channel(address) as channel:
+            stub = reward_pb2_grpc.RewardServiceStub(channel)  # type: ignore[no-untyped-call]
 
-        def one() -> None:
-            try:
-                stub.Score(req, timeout=300)
-                outcomes.append("OK")
-            except grpc.RpcError as exc:
-                outcomes.append(exc.code().name)
+            def one(i: int) -> None:
+                try:
+                    result = stub.Score(verl_request(ROW, f"held-{i}"), timeout=300)
+                    outcomes.append("OK" if result.reward == 1.0 else f"reward {result.reward}")
+                except grpc.RpcError as exc:
+                    outcomes.append(exc.code().name)
 
-        calls = [threading.Thread(target=one) for _ in range(IN_FLIGHT)]
-        for call in calls:
-            call.start()
-        gauge = 'rlvr_reward_in_flight_requests{transport="grpc"}'
-        deadline = time.monotonic() + 120
-        while _gauge(url, gauge) < IN_FLIGHT:  # every call received and being scored
-            assert time.monotonic() < deadline, "the calls never reached the server"
-            time.sleep(0.02)
-        proc.send_signal(signal.SIGTERM)
-        while _health(address) != health_pb2.HealthCheckResponse.NOT_SERVING:
-            time.sleep(0.01)
-        with pytest.raises(grpc.RpcError) as late:
-            stub.Score(verl_request(ROW, "late"), timeout=60)
-        for call in calls:
-            call.join(timeout=300)
+            calls = [threading.Thread(target=one, args=(i,)) for i in range(IN_FLIGHT)]
+            for call in calls:
+                call.start()
+            gauge = 'rlvr_reward_in_flight_requests{transport="grpc"}'
+            deadline = time.monotonic() + 120
+            while _gauge(url, gauge) < IN_FLIGHT:  # every call received, held in the pool
+                assert time.monotonic() < deadline, "the calls never reached the server"
+                time.sleep(0.02)
+            proc.send_signal(signal.SIGTERM)
+            while _health(address) != health_pb2.HealthCheckResponse.NOT_SERVING:
+                time.sleep(0.01)
+            with pytest.raises(grpc.RpcError) as late:
+                stub.Score(verl_request(ROW, "late"), timeout=60)
+            assert outcomes == [], "a held call finished before the late one was refused"
+            os.kill(scorer, signal.SIGCONT)
+            for call in calls:
+                call.join(timeout=300)
+    finally:
+        os.kill(scorer, signal.SIGCONT)  # never leave it stopped (a second SIGCONT is harmless)
     assert late.value.code() == grpc.StatusCode.UNAVAILABLE
     assert "draining" in str(late.value.details())
     assert outcomes == ["OK"] * IN_FLIGHT
