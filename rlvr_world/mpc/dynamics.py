@@ -13,6 +13,11 @@
   on the first step and from the previous rendered frame after.
 * ``OracleDynamics``: the true simulator; every candidate starts from the executing scene's
   snapshot in a second environment and is rendered after each action.
+
+An action is one model step in the run's ``ActionSpace`` (``rlvr_world.mpc.space``): a model
+trained at ``data.frame_skip`` k reads one action per k simulator steps, as an absolute target or
+a move from the agent (``agent_relative``), so the oracle executes each action for k simulator
+steps too (``ActionSpace.execute``), and a world model's ``space`` says which it was trained on.
 * ``load_world_model_dynamics``: every way a model folder can fail to load becomes
   ``ModelUnavailable`` with the reason (a planner asking for it reports that per episode).
 
@@ -30,6 +35,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from rlvr_world.mpc.sim import Frame, PushTSim, SimState
+from rlvr_world.mpc.space import ActionSpace, space_of
 
 if TYPE_CHECKING:
     from transformers import PreTrainedModel
@@ -74,11 +80,14 @@ def _check_actions(actions: NDArray[Any]) -> NDArray[np.float64]:
 
 
 class OracleDynamics:
-    """The true simulator as a model (module docstring)."""
+    """The true simulator as a model (module docstring), stepping in ``space``."""
 
-    def __init__(self, sim: PushTSim, name: str = "oracle") -> None:
+    def __init__(
+        self, sim: PushTSim, name: str = "oracle", space: ActionSpace | None = None
+    ) -> None:
         self.sim = sim
         self.name = name
+        self.space = space or ActionSpace()
 
     def rollout(self, context: Context, actions: NDArray[np.float64]) -> Frames:
         """``Dynamics.rollout``: each row simulated from ``context.state``."""
@@ -89,7 +98,7 @@ class OracleDynamics:
         for i in range(n):
             self.sim.restore(context.state)
             for t in range(h):
-                self.sim.step(arr[i, t])
+                self.space.execute(self.sim, arr[i, t])
                 out[i, t] = self.sim.frame().astype(np.float32) / 255.0
         return out
 
@@ -107,6 +116,7 @@ class WorldModelDynamics:
         *,
         anchor_dilate: int | None = 0,
         batch_size: int = 32,
+        space: ActionSpace | None = None,
     ) -> None:
         self.name = name
         self.model = model
@@ -115,6 +125,8 @@ class WorldModelDynamics:
         self.quantizer = quantizer
         self.anchor_dilate = anchor_dilate
         self.batch_size = batch_size
+        #: The actions it was trained on (one per model step).
+        self.space = space or ActionSpace()
         self.frame_predictions = 0
 
     @property
@@ -181,12 +193,14 @@ def load_world_model_dynamics(
     anchor_dilate: int | None = 0,
     batch_size: int = 32,
     device: str = "cpu",
+    frame_skip: int | None = None,
 ) -> WorldModelDynamics:
     """The world model in ``model_path`` (a model folder, or a trainer's ``checkpoints/latest``
     pointer or folder) with ``video.json`` from ``spec_path`` (default: the model folder; RLVR
     checkpoints have none and take the MLE folder's) and the frame tokenizer of
-    ``tokenizer_path`` (default: the spec's ``frame_tokenizer``). ``ModelUnavailable`` on any
-    failure."""
+    ``tokenizer_path`` (default: the spec's ``frame_tokenizer``); its action space from the spec
+    (``space.space_of``; ``frame_skip`` for a spec that does not record it). ``ModelUnavailable``
+    on any failure."""
     try:
         return _load(
             name,
@@ -196,6 +210,7 @@ def load_world_model_dynamics(
             anchor_dilate=anchor_dilate,
             batch_size=batch_size,
             device=device,
+            frame_skip=frame_skip,
         )
     except ModelUnavailable:
         raise
@@ -219,6 +234,7 @@ def _load(
     anchor_dilate: int | None,
     batch_size: int,
     device: str,
+    frame_skip: int | None,
 ) -> WorldModelDynamics:
     import torch
     from transformers import AutoModelForCausalLM
@@ -239,6 +255,10 @@ def _load(
         )
     if spec.action_quantizer is None:
         raise ModelUnavailable(f"{name}: video.json has no action quantizer")
+    try:
+        space = space_of(spec, frame_skip)
+    except ValueError as exc:
+        raise ModelUnavailable(f"{name}: {exc}") from exc
     tok_dir = tokenizer_path or spec.extra.get("frame_tokenizer")
     if tok_dir is None:
         raise ModelUnavailable(f"{name}: no frame tokenizer given and none in video.json")
@@ -262,4 +282,5 @@ def _load(
         ActionQuantizer.from_dict(spec.action_quantizer),
         anchor_dilate=anchor_dilate,
         batch_size=batch_size,
+        space=space,
     )

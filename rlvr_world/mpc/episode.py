@@ -2,14 +2,17 @@
 
 * ``make_tasks``: DINO-WM-style offline goals. Scripted trajectories are recorded with
   ``rlvr_world.video.pusht`` (seed ``seed``, so held out from any training recording with another
-  seed); task ``i`` takes the states ``goal_steps`` apart starting at a step drawn from
-  ``default_rng([seed, i])`` among those where the block moves at least ``min_move`` pixels, so
-  standing still never reaches the goal. The goal frame is the goal state rendered.
+  seed); task ``i`` takes the states ``goal_steps`` model steps (``goal_steps * frame_skip``
+  simulator steps) apart starting at a step drawn from ``default_rng([seed, i])`` among those
+  where the block moves at least ``min_move`` pixels, so standing still never reaches the goal.
+  The goal frame is the goal state rendered.
 * ``run_episode``: from the start state, ``replans`` times: plan a ``horizon``-step sequence with
   the planner's dynamics and the goal cost (``planner.goal_cost``), or draw one at random for the
   random planner, execute its first ``execute`` actions, warm-start the next plan from the rest.
   Success: the final block pose within ``position_tol`` pixels and ``angle_tol`` radians of the
-  goal pose; coverage: ``sim.coverage`` of the final pose against the goal pose.
+  goal pose; coverage: ``sim.coverage`` of the final pose against the goal pose. Every action
+  is one model step of the run's ``ActionSpace`` (``EpisodeSettings.space``: ``frame_skip``
+  simulator steps towards a target or a move from the agent), for every planner alike.
 * Faults end the episode with ``status = "fault"`` and the reason: the planner's world model is
   unavailable (``ModelUnavailable``), the simulator raised (``SimulatorError``), the goal is
   malformed (``MalformedGoal``: wrong frame shape or type, non-finite pose). The caller goes on.
@@ -30,6 +33,7 @@ from numpy.typing import NDArray
 from rlvr_world.mpc.dynamics import Context, Dynamics, Frames, ModelUnavailable
 from rlvr_world.mpc.planner import PlannerConfig, goal_cost, plan, random_sequence
 from rlvr_world.mpc.sim import Frame, PushTSim, SimulatorError, check_pose, coverage, pose_error
+from rlvr_world.mpc.space import ActionSpace
 
 logger = logging.getLogger(__name__)
 
@@ -60,6 +64,7 @@ class EpisodeSettings:
     position_tol: float = 15.0
     angle_tol: float = 0.3
     seed: int = 0
+    space: ActionSpace = field(default_factory=ActionSpace)
 
 
 @dataclass
@@ -102,27 +107,30 @@ def make_tasks(
     min_move: float,
     record_steps: int,
     seed: int,
+    frame_skip: int = 1,
 ) -> list[Task]:
     """``n`` start/goal pairs (module docstring); recordings without a usable window are
     skipped, ``RuntimeError`` when ``3 n`` recordings do not give ``n`` tasks."""
     from rlvr_world.video.pusht import generate_pusht
 
-    if goal_steps < 1 or goal_steps >= record_steps:
-        raise ValueError(f"goal_steps: need 1 <= goal_steps < record_steps, got {goal_steps}")
+    span = goal_steps * frame_skip
+    if goal_steps < 1 or frame_skip < 1 or span >= record_steps:
+        raise ValueError(
+            f"goal_steps: need 1 <= goal_steps and goal_steps x frame_skip ({goal_steps} x "
+            f"{frame_skip}) < record_steps ({record_steps}) simulator steps"
+        )
     tasks: list[Task] = []
     for rec in generate_pusht(3 * n, record_steps, seed):
         i = len(tasks)
         if i == n:
             break
-        moved = np.linalg.norm(
-            rec.block_pose[goal_steps:, :2] - rec.block_pose[:-goal_steps, :2], axis=1
-        )
+        moved = np.linalg.norm(rec.block_pose[span:, :2] - rec.block_pose[:-span, :2], axis=1)
         starts = np.flatnonzero(moved >= min_move)
         if not starts.size:
             continue
         t0 = int(np.random.default_rng([seed, i]).choice(starts))
-        goal = rec.block_pose[t0 + goal_steps]
-        sim.set_pose(rec.agent_pos[t0 + goal_steps], goal)
+        goal = rec.block_pose[t0 + span]
+        sim.set_pose(rec.agent_pos[t0 + span], goal)
         tasks.append(
             Task(i, rec.agent_pos[t0].copy(), rec.block_pose[t0].copy(), goal.copy(), sim.frame())
         )
@@ -198,10 +206,10 @@ def run_episode(
 def _episode(
     task: Task, dynamics: Dynamics | None, sim: PushTSim, s: EpisodeSettings, out: EpisodeResult
 ) -> None:
-    cfg = s.planner
+    cfg, space = s.planner, s.space
     rng = np.random.default_rng([s.seed, task.index])
     sim.set_pose(task.start_agent, task.start_block)
-    mean = np.tile(sim.agent_pos(), (cfg.horizon, 1))
+    mean = space.start_mean(sim.agent_pos(), cfg.horizon)
     for _ in range(s.replans):
         context = Context(sim.frame(), sim.snapshot())
         t0 = time.perf_counter()
@@ -215,10 +223,10 @@ def _episode(
             predicted = scored.batches[chosen.iteration][chosen.index]
         out.plan_seconds.append(time.perf_counter() - t0)
         for t in range(min(s.execute, cfg.horizon)):
-            sim.step(actions[t])
+            space.execute(sim, actions[t])
             out.real.append(sim.frame())
             if predicted is not None:
                 out.predicted.append(predicted[t])
         rest = actions[s.execute :]
-        pad = np.tile(sim.agent_pos(), (cfg.horizon - len(rest), 1))
+        pad = np.tile(space.pad(sim.agent_pos()), (cfg.horizon - len(rest), 1))
         mean = np.concatenate([rest, pad]) if len(rest) else pad

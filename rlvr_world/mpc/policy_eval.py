@@ -16,7 +16,11 @@ the same start states, once in the real simulator and once inside a world model:
   ``GOAL``.
 
 Episode ``e`` of policy ``p`` draws its noise from ``default_rng([seed, p, e])`` in both, so
-the two runs differ only by the simulator. ``compare_estimates`` gives the mean absolute error
+the two runs differ only by the simulator. A step is one model step of the run's
+``ActionSpace`` (``Trials.space``): the policy picks a target once per step, the simulator holds
+it for ``frame_skip`` steps (``ActionSpace.execute``) and the world model is given it in its own
+action form (a move from the agent it sees, for ``agent_relative`` models); success is checked
+after each step in both. ``compare_estimates`` gives the mean absolute error
 and Spearman rank correlation of the world model's success rates against the simulator's,
 with bootstrap intervals over episodes (the same resampled episodes for every policy and
 model, so RLVR - base is paired).
@@ -28,7 +32,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -36,6 +40,7 @@ from numpy.typing import NDArray
 
 from rlvr_world.mpc.dynamics import WorldModelDynamics
 from rlvr_world.mpc.sim import PushTSim, block_centroid, segment
+from rlvr_world.mpc.space import ActionSpace
 from rlvr_world.video.pusht import GOAL, make_policy
 
 logger = logging.getLogger(__name__)
@@ -116,6 +121,7 @@ class Trials:
     steps: int
     radius: float
     seed: int
+    space: ActionSpace = field(default_factory=ActionSpace)
 
 
 def rollout_sim(sim: PushTSim, trials: Trials) -> Outcomes:
@@ -127,7 +133,9 @@ def rollout_sim(sim: PushTSim, trials: Trials) -> Outcomes:
             act = spec.make(trials.seed, p, e)
             sim.set_pose(start.agent, start.block)
             for _ in range(trials.steps):
-                sim.step(act(sim.agent_pos(), block_centroid(sim.block_pose())))
+                agent = sim.agent_pos()
+                target = act(agent, block_centroid(sim.block_pose()))
+                trials.space.execute(sim, trials.space.model_action(target, agent))
                 if _reached(block_centroid(sim.block_pose()), trials.radius):
                     success[p, e] = True
                     break
@@ -162,7 +170,9 @@ def rollout_world_model(model: WorldModelDynamics, sim: PushTSim, trials: Trials
         live = np.flatnonzero(~done)
         if not live.size:
             break
-        actions = np.stack([acts[i](agent[i], block[i]) for i in live]).astype(np.float64)
+        actions = np.stack(
+            [trials.space.model_action(acts[i](agent[i], block[i]), agent[i]) for i in live]
+        )
         new_tokens, new_frames = model.step(tokens[live], frames[live], actions)
         tokens[live], frames[live] = new_tokens, new_frames
         for k, i in enumerate(live):

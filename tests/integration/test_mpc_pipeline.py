@@ -122,3 +122,61 @@ def test_smoke_policy_eval_end_to_end(tmp_path: Path, monkeypatch: pytest.Monkey
         assert len(summary["model_success"][name]) == n_policies
     assert set(head["rlvr_minus_base"]) >= {"metric", "n", "value", "ci95"}
     assert summary["faults"] == {}
+
+
+def test_frame_skip_models_plan_and_evaluate_one_model_step_at_a_time(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The smoke video run at pusht_skip's step form (frame_skip 4, agent_relative moves), then
+    MPC and policy evaluation with its MLE model and RLVR checkpoint: every planner plans moves
+    from the agent, each executed for 4 simulator steps, and the frames are the models' 32x32."""
+    from rlvr_world.apps.video.config import load_video_config
+    from rlvr_world.apps.video.pipeline import run_video_pipeline
+    from rlvr_world.queue.server import REDIS_URL_ENV
+
+    monkeypatch.setenv("SDL_VIDEODRIVER", "dummy")
+    monkeypatch.delenv(REDIS_URL_ENV, raising=False)
+    monkeypatch.setenv("PYTHONPATH", str(REPO))
+    video = tmp_path / "video_smoke_skip"
+    cfg = load_video_config(REPO / "configs" / "video" / "smoke_skip.yaml",
+                            {"run.run_dir": str(video)})  # fmt: skip
+    run_video_pipeline(cfg, "smoke_skip.yaml")
+    models = [
+        "--set", f"models.base={video / 'model' / 'mle'}",
+        "--set", f"models.rlvr={video / 'seed0' / 'trainer' / 'checkpoints' / 'latest'}",
+        "--set", f"models.spec={video / 'model' / 'mle'}",
+        "--set", f"models.tokenizer={video / 'tokenizer'}",
+    ]  # fmt: skip
+    space = {"frame_skip": 4, "actions": "agent_relative", "low": -128.0, "high": 128.0}
+    for config, name in (
+        ("smoke_pusht_skip.yaml", "mpc"),
+        ("smoke_policy_eval_pusht_skip.yaml", "pe"),
+    ):
+        run_dir = tmp_path / name
+        code = main([str(REPO / "configs" / "mpc" / config), *models,
+                     "--set", f"run.run_dir={run_dir}"])  # fmt: skip
+        assert code == 0
+        summary = json.loads((run_dir / "summary.json").read_text())
+        assert summary["action_space"] == space
+        if name == "mpc":
+            head = summary["headline"]
+            assert summary["frame_side"] == 32 and summary["n_tasks"] == 3
+            for planner in ("oracle", "random", "base", "rlvr"):
+                assert head[planner]["faults"] == 0
+                _check_metric(head[planner]["success_rate"], 3)
+            assert head["rlvr_minus_base"]["final_coverage"]["n"] == 3
+            with Image.open(run_dir / "trajectory.png") as img:
+                assert img.size[0] > 0
+        else:
+            assert summary["faults"] == {}
+            for model in ("base", "rlvr"):
+                _check_metric(summary["headline"][model], 4 * 3)
+            assert "spearman" in summary["headline"]["rlvr"]
+    # a model whose video.json says 4 refuses another frame_skip, as a fault with the reason
+    bad = tmp_path / "mpc_bad"
+    code = main([str(REPO / "configs" / "mpc" / "smoke_pusht_skip.yaml"), *models,
+                 "--set", "models.frame_skip=2", "--set", f"run.run_dir={bad}",
+                 "--set", 'run.planners=["base"]'])  # fmt: skip
+    assert code == 0
+    episodes = json.loads((bad / "summary.json").read_text())["episodes"]
+    assert all("trained at frame_skip 4" in e["reason"] for e in episodes)

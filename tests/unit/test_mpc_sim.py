@@ -111,3 +111,107 @@ def test_an_exception_inside_the_environment_becomes_a_simulator_error(
     monkeypatch.setattr(sim.env, "step", broken)
     with pytest.raises(SimulatorError, match="step: ZeroDivisionError: physics blew up"):
         sim.step(np.array([10.0, 10.0]))
+
+
+# --------------------------------------------------------------------------- frame-skip models
+
+
+def test_one_action_of_a_frame_skip_space_is_k_simulator_steps(sim: PushTSim) -> None:
+    from rlvr_world.mpc.dynamics import Context, OracleDynamics
+    from rlvr_world.mpc.space import ActionSpace
+
+    space = ActionSpace(frame_skip=4, relative=True, bound=128.0)
+    start = (np.array([200.0, 200.0]), np.array([300.0, 300.0, 0.5]))
+    sim.set_pose(*start)
+    moves = np.array([[40.0, -20.0], [0.0, 30.0]])
+    by_hand = []
+    for move in moves:  # the target is fixed at the step's start, then held 4 steps
+        target = sim.agent_pos() + move
+        for _ in range(4):
+            sim.step(target)
+        by_hand.append(sim.frame())
+    with PushTSim() as planning:
+        oracle = OracleDynamics(planning, space=space)
+        sim.set_pose(*start)
+        frames = oracle.rollout(Context(sim.frame(), sim.snapshot()), moves[None])
+    for got, want in zip(frames[0], by_hand, strict=True):
+        assert np.abs(got - want.astype(np.float32) / 255.0).mean() < 1e-3
+    sim.set_pose(*start)
+    for move in moves:
+        space.execute(sim, move)
+    assert np.abs(sim.frame().astype(int) - by_hand[-1].astype(int)).mean() < 0.5
+
+
+def test_an_action_space_says_what_a_step_is() -> None:
+    from rlvr_world.mpc.space import ActionSpace
+
+    agent = np.array([100.0, 400.0])
+    rel = ActionSpace(frame_skip=4, relative=True, bound=128.0)
+    assert (rel.low, rel.high) == (-128.0, 128.0)
+    np.testing.assert_array_equal(rel.target(np.array([10.0, -5.0]), agent), [110.0, 395.0])
+    np.testing.assert_array_equal(rel.model_action(np.array([300.0, 395.0]), agent), [128.0, -5.0])
+    np.testing.assert_array_equal(rel.start_mean(agent, 3), np.zeros((3, 2)))
+    absolute = ActionSpace()
+    assert (absolute.low, absolute.high, absolute.frame_skip) == (0.0, 512.0, 1)
+    np.testing.assert_array_equal(absolute.start_mean(agent, 2), [agent, agent])
+    np.testing.assert_array_equal(absolute.model_action(np.array([600.0, 5.0]), agent), [512, 5])
+    assert rel.to_dict() == {"frame_skip": 4, "actions": "agent_relative", "low": -128.0,
+                             "high": 128.0}  # fmt: skip
+    with pytest.raises(ValueError, match="frame_skip: must be >= 1"):
+        ActionSpace(frame_skip=0)
+
+
+def test_the_space_of_a_model_comes_from_its_video_json() -> None:
+    from rlvr_world.mpc.space import ActionSpace, space_of
+    from rlvr_world.video.layout import SingleStepVocab
+    from rlvr_world.video.world_model import WorldModelSpec
+
+    def spec(**extra: object) -> WorldModelSpec:
+        quantizer = {"ranges": [[-96.0, 96.0], [-96.0, 96.0]], "bins": 64}
+        return WorldModelSpec(SingleStepVocab(visual_codes=8, action_bins=64), 4, 1, quantizer,
+                              dict(extra))  # fmt: skip
+
+    assert space_of(spec()) == ActionSpace()  # an older model: absolute, one step
+    assert space_of(spec(), frame_skip=4) == ActionSpace(frame_skip=4)  # the config says 4
+    skip = spec(actions="agent_relative", frame_skip=4)
+    assert space_of(skip) == ActionSpace(frame_skip=4, relative=True, bound=96.0)
+    with pytest.raises(ValueError, match="trained at frame_skip 4"):
+        space_of(skip, frame_skip=2)
+    with pytest.raises(ValueError, match="actions 'polar'"):
+        space_of(spec(actions="polar"))
+
+
+def test_goals_lie_goal_steps_model_steps_away(sim: PushTSim) -> None:
+    from rlvr_world.mpc.episode import make_tasks
+    from rlvr_world.video.pusht import generate_pusht
+
+    tasks = make_tasks(sim, 2, goal_steps=2, min_move=10.0, record_steps=20, seed=7, frame_skip=4)
+    recs = generate_pusht(6, 20, 7)
+    for task in tasks:  # the goal is the recorded pose 2 x 4 simulator steps after the start
+        found = [
+            (rec, int(t))
+            for rec in recs
+            for t in np.flatnonzero(
+                (rec.block_pose == task.start_block).all(axis=1)
+                & (rec.agent_pos == task.start_agent).all(axis=1)
+            )
+        ]
+        assert len(found) == 1
+        rec, t0 = found[0]
+        np.testing.assert_array_equal(task.goal_block, rec.block_pose[t0 + 8])
+    with pytest.raises(ValueError, match=r"goal_steps x frame_skip \(5 x 4\) < record_steps"):
+        make_tasks(sim, 1, goal_steps=5, min_move=10.0, record_steps=20, seed=7, frame_skip=4)
+
+
+def test_the_shipped_pusht_configs_load() -> None:
+    from pathlib import Path
+
+    from rlvr_world.apps.mpc.config import load_mpc_config, load_policy_eval_config
+
+    root = Path(__file__).resolve().parents[2] / "configs" / "mpc"
+    for path in sorted(root.glob("*pusht*.yaml")):
+        load = load_policy_eval_config if "policy_eval" in path.name else load_mpc_config
+        cfg = load(path)
+        assert cfg.models.base.name == "mle" or cfg.models.build_tiny, path
+    skip = load_mpc_config(root / "pusht_skip.yaml")
+    assert skip.tasks.goal_steps == 4 and skip.models.frame_skip is None  # from video.json

@@ -40,6 +40,14 @@ class ModelsSection(_Section):
         "sees a GPU), cpu, cuda or cuda:N",
     )
     torch_threads: int = Field(default=1, ge=1, le=256, description="torch.set_num_threads")
+    frame_skip: int | None = Field(
+        default=None,
+        ge=1,
+        le=64,
+        description="simulator steps per model step (one planner or policy step); None: the "
+        "models' video.json (1 where it records none: models saved before it did; a pusht_skip "
+        "model of such a run needs 4 here)",
+    )
     build_tiny: bool = Field(default=False, description="smoke: build tiny random models if absent")
 
 

@@ -11,6 +11,12 @@ model (``rlvr_world.mpc.policy_eval``), ``summary.json`` (``headline`` per model
 success estimates with its interval, Spearman, and RLVR - base) and ``report.md``. A world model
 that fails to load is reported under ``faults`` and left out of the comparison.
 
+Both run in the world models' action space (``run_space``: ``rlvr_world.mpc.space``): a model
+trained at ``data.frame_skip`` k on ``agent_relative`` moves (``configs/video/pusht_skip.yaml``)
+plans and is evaluated one model step (k simulator steps, one move from the agent) at a time,
+and the oracle, the random planner and the simulator's policy rollouts step the same way; a
+start/goal pair is ``tasks.goal_steps`` model steps apart.
+
 What it does not do: no training (``models.build_tiny`` only builds random smoke models).
 """
 
@@ -35,6 +41,7 @@ from rlvr_world.mpc.dynamics import (
 from rlvr_world.mpc.episode import EpisodeResult, EpisodeSettings, Task, make_tasks, run_episode
 from rlvr_world.mpc.planner import PlannerConfig
 from rlvr_world.mpc.sim import FRAME_SIDE, PushTSim
+from rlvr_world.mpc.space import ActionSpace
 
 logger = logging.getLogger(__name__)
 
@@ -59,11 +66,35 @@ def load_models(m: ModelsSection) -> dict[str, WorldModelDynamics | ModelUnavail
                 anchor_dilate=m.anchor_dilate,
                 batch_size=m.batch_size,
                 device=resolve_device(m.device, "models.device"),
+                frame_skip=m.frame_skip,
             )
         except ModelUnavailable as exc:
             logger.error("world model %s unavailable: %s", name, exc)
             out[name] = exc
     return out
+
+
+def run_side(models: dict[str, WorldModelDynamics | ModelUnavailable]) -> int:
+    """The side of the frames the simulator renders: the loaded models' (``ValueError`` when they
+    differ), else ``FRAME_SIDE``."""
+    sides = {d.side for d in models.values() if isinstance(d, WorldModelDynamics)}
+    if len(sides) > 1:
+        raise ValueError(f"models: the world models read frames of different sides {sorted(sides)}")
+    return sides.pop() if sides else FRAME_SIDE
+
+
+def run_space(
+    models: dict[str, WorldModelDynamics | ModelUnavailable], m: ModelsSection
+) -> ActionSpace:
+    """The run's action space: the loaded models' (``ValueError`` when they differ), else, with
+    none loaded, absolute targets at ``models.frame_skip`` (1 unset)."""
+    spaces = {name: d.space for name, d in models.items() if isinstance(d, WorldModelDynamics)}
+    if len(set(spaces.values())) > 1:
+        shown = {k: v.to_dict() for k, v in spaces.items()}
+        raise ValueError(f"models: the world models act in different action spaces: {shown}")
+    if spaces:
+        return next(iter(spaces.values()))
+    return ActionSpace(frame_skip=m.frame_skip or 1)
 
 
 def _write(run_dir: Path, summary: dict[str, Any], report: str) -> None:
@@ -72,7 +103,7 @@ def _write(run_dir: Path, summary: dict[str, Any], report: str) -> None:
     (run_dir / "report.md").write_text(report)
 
 
-def _settings(cfg: MpcConfig) -> EpisodeSettings:
+def _settings(cfg: MpcConfig, space: ActionSpace) -> EpisodeSettings:
     p = cfg.planner
     pcfg = PlannerConfig(
         kind=p.kind,
@@ -83,13 +114,15 @@ def _settings(cfg: MpcConfig) -> EpisodeSettings:
         init_std=p.init_std,
         min_std=p.min_std,
         temperature=p.temperature,
+        low=space.low,
+        high=space.high,
     )
     return EpisodeSettings(
-        pcfg, p.execute, p.replans, cfg.success.position, cfg.success.angle, cfg.run.seed
+        pcfg, p.execute, p.replans, cfg.success.position, cfg.success.angle, cfg.run.seed, space
     )
 
 
-def _tasks(cfg: MpcConfig, sim: PushTSim, n: int) -> list[Task]:
+def _tasks(cfg: MpcConfig, sim: PushTSim, n: int, space: ActionSpace) -> list[Task]:
     t = cfg.tasks
     return make_tasks(
         sim,
@@ -98,6 +131,7 @@ def _tasks(cfg: MpcConfig, sim: PushTSim, n: int) -> list[Task]:
         min_move=t.min_move,
         record_steps=t.record_steps,
         seed=t.seed,
+        frame_skip=space.frame_skip,
     )
 
 
@@ -107,14 +141,16 @@ def run_mpc(cfg: MpcConfig, config_path: str) -> dict[str, Any]:
     if cfg.run.summarize_only:
         return summarize_mpc(cfg, config_path)
     t0 = time.perf_counter()
-    r, settings = cfg.run, _settings(cfg)
+    r = cfg.run
     models = load_models(cfg.models) if {"base", "rlvr"} & set(r.planners) else {}
+    space, side = run_space(models, cfg.models), run_side(models)
+    settings = _settings(cfg, space)
     results: list[EpisodeResult] = []
-    with PushTSim() as sim, PushTSim() as planning_sim:
-        tasks = _tasks(cfg, sim, cfg.tasks.episodes)[cfg.tasks.start :]
+    with PushTSim(side) as sim, PushTSim(side) as planning_sim:
+        tasks = _tasks(cfg, sim, cfg.tasks.episodes, space)[cfg.tasks.start :]
+        oracle = OracleDynamics(planning_sim, space=space)
         dyns: dict[str, Dynamics | ModelUnavailable | None] = {
-            name: None if name == "random" else models.get(name, OracleDynamics(planning_sim))
-            for name in r.planners
+            name: None if name == "random" else models.get(name, oracle) for name in r.planners
         }
         # task-major, every episode appended to episodes.jsonl as it ends: a run stopped early
         # still has paired results for its first tasks
@@ -128,6 +164,7 @@ def run_mpc(cfg: MpcConfig, config_path: str) -> dict[str, Any]:
                     log.flush()
                 logger.info("task %d done (%.0f s)", task.index, time.perf_counter() - t0)
     summary = _mpc_summary(cfg, config_path, [res.record() for res in results], len(tasks))
+    summary["action_space"], summary["frame_side"] = space.to_dict(), side
     shown = next(
         (
             x
@@ -173,7 +210,7 @@ def _mpc_summary(
 
 
 def _trajectory(summary: dict[str, Any], run_dir: Path, shown: EpisodeResult, task: Task) -> None:
-    with PushTSim() as sim:
+    with PushTSim(task.goal_frame.shape[0]) as sim:
         sim.set_pose(task.start_agent, task.start_block)
         start = sim.frame()
     write_trajectory(
@@ -211,11 +248,14 @@ def summarize_mpc(cfg: MpcConfig, config_path: str) -> dict[str, Any]:
     summary["partial"] = len(complete) < cfg.tasks.episodes
     name = r.trajectory_planner
     if name in r.planners and complete:
-        with PushTSim() as sim, PushTSim() as planning_sim:
-            task = _tasks(cfg, sim, 1)[0]
-            models = load_models(cfg.models) if name in ("base", "rlvr") else {}
-            dyn = None if name == "random" else models.get(name, OracleDynamics(planning_sim))
-            shown = run_episode(task, name, dyn, sim, _settings(cfg))
+        models = load_models(cfg.models) if name in ("base", "rlvr") else {}
+        with PushTSim(run_side(models)) as sim, PushTSim(run_side(models)) as planning_sim:
+            space = run_space(models, cfg.models)
+            summary["action_space"] = space.to_dict()
+            task = _tasks(cfg, sim, 1, space)[0]
+            oracle = OracleDynamics(planning_sim, space=space)
+            dyn = None if name == "random" else models.get(name, oracle)
+            shown = run_episode(task, name, dyn, sim, _settings(cfg, space))
         if shown.status == "ok" and shown.predicted:
             _trajectory(summary, r.run_dir, shown, task)
     summary["wall_s"] = time.perf_counter() - t0
@@ -243,12 +283,15 @@ def run_policy_eval(cfg: PolicyEvalConfig, config_path: str) -> dict[str, Any]:
     ]
     models = load_models(cfg.models)
     faults = {k: str(v) for k, v in models.items() if isinstance(v, ModelUnavailable)}
+    space = run_space(models, cfg.models)
     outcomes: dict[str, Outcomes] = {}
     seconds: dict[str, float] = {}
-    with PushTSim() as sim:
+    with PushTSim(run_side(models)) as sim:
         starts = policy_starts(sim, e.episodes, e.seed, e.start_distance)
         t = time.perf_counter()
-        trials = Trials(policies, starts, steps=e.steps, radius=e.goal_radius, seed=e.seed)
+        trials = Trials(
+            policies, starts, steps=e.steps, radius=e.goal_radius, seed=e.seed, space=space
+        )
         truth = rollout_sim(sim, trials)
         seconds["simulator"] = time.perf_counter() - t
         for name, model in models.items():
@@ -294,6 +337,7 @@ def run_policy_eval(cfg: PolicyEvalConfig, config_path: str) -> dict[str, Any]:
         "policies": [p.model_dump() for p in cfg.policies],
         "episodes": len(starts),
         "steps": e.steps,
+        "action_space": space.to_dict(),
         "goal_radius": e.goal_radius,
         "sim_rates": truth.rates.tolist(),
         "sim_success": truth.success.astype(int).tolist(),
