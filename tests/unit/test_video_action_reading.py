@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 
 from rlvr_world.apps.video.balance import balanced_action_weights
-from rlvr_world.apps.video.config import VideoPipelineConfig
+from rlvr_world.apps.video.config import VideoIdm, VideoPipelineConfig, load_video_config
 from rlvr_world.apps.video.episodes import agent_relative, skip_steps, spread
 from rlvr_world.apps.video.reading import (
     action_reading,
@@ -321,3 +321,35 @@ def test_action_terms_are_scaled_to_the_pixel_terms_spread_by_hand() -> None:
         balanced_action_weights(weights, {"l1": 0.1, "stlpips": 0.1})
     with pytest.raises(ValueError, match="no positive pixel term"):
         balanced_action_weights({"state": 1.0}, {"state": 0.1})
+
+
+# --------------------------------------------------------------------------- the run's IDM
+
+
+def test_an_idm_that_does_not_read_the_runs_steps_is_refused_by_name(tmp_path: Path) -> None:
+    from rlvr_world.apps.video.idm_phase import check_idm_fits, prepare_idm
+    from rlvr_world.video.idm import IdmConfig
+
+    cfg = load_video_config(REPO / "configs" / "video" / "pusht_skip.yaml")
+    fits = IdmConfig(
+        image_size=(64, 64),
+        action_dims=2,
+        action_ranges=((-128.0, 128.0), (-128.0, 128.0)),
+        action_form="agent_relative",
+        frame_skip=4,
+    )
+    check_idm_fits(fits, cfg, tmp_path)  # the IDM train-idm writes for pusht_skip
+    wrong = fits.model_copy(update={"image_size": (32, 32), "frame_skip": 1})
+    with pytest.raises(
+        ValueError, match=r"frames of \(32, 32\), the run's are \(64, 64\); frame_skip 1"
+    ):
+        check_idm_fits(wrong, cfg, tmp_path)
+    absolute = fits.model_copy(update={"action_form": "absolute"})
+    with pytest.raises(ValueError, match="absolute actions, the run's are agent_relative"):
+        check_idm_fits(absolute, cfg, tmp_path)
+    missing = cfg.model_copy(
+        update={"idm": cfg.idm.model_copy(update={"path": tmp_path / "x", "train": False})}
+    )
+    with pytest.raises(ValueError, match=r"does not exist \(train one: rlvr-world video"):
+        prepare_idm(missing, tmp_path)
+    assert prepare_idm(cfg.model_copy(update={"idm": VideoIdm()}), tmp_path) == (None, {})
