@@ -332,6 +332,7 @@ READING_COLUMNS = (
     ("agent_error_px", "agent error (px)", 1),
     ("agent_error_px_shuffled", "agent error, shuffled (px)", 1),
     ("agent_error_px_shuffle_gap", "shuffle gap (agent px)", 1),
+    ("agent_missing", "agent not found (share)", 3),
     ("idm_mae", "IDM MAE", 1),
     ("idm_acc", "IDM within tolerance", 3),
 )
@@ -360,7 +361,8 @@ def action_reading_lines(summary: Mapping[str, Any]) -> list[str]:
         "",
         "Shuffle gap: the reward with true minus shuffled actions, the agent error with shuffled "
         "minus true actions; positive where the prediction follows its action. Agent error: "
-        "the segmented agent's distance to the simulator's (arena px). IDM: its reading of the "
+        "the segmented agent's distance to the simulator's (arena px; a frame without an agent "
+        "counts as the arena diagonal, 724 px: see the share not found). IDM: its reading of the "
         "predicted step against the given action.",
         "",
         "| model | " + " | ".join(h for _, h, _ in cols) + " |",
