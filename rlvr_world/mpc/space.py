@@ -56,10 +56,12 @@ class ActionSpace:
 
     @property
     def low(self) -> float:
+        """The lowest action per axis: ``-bound`` for moves, 0 for arena targets."""
         return -self.bound if self.relative else 0.0
 
     @property
     def high(self) -> float:
+        """The highest action per axis: ``bound`` for moves, the arena's side for targets."""
         return self.bound if self.relative else ARENA
 
     def target(self, action: NDArray[Any], agent: NDArray[Any]) -> NDArray[np.float64]:
