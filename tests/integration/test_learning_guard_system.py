@@ -15,9 +15,11 @@ behind and the rollout serving the final weights.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import random
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -39,6 +41,8 @@ pytestmark = [
 REPO = Path(__file__).resolve().parents[2]
 GUARD = "system"
 STEPS = 24
+#: Groups in a row dropped as stale with no step between that mean the run is stuck.
+STALL_DROPS = 60
 #: How often the start model's SFT data holds the right answer (else ``WRONG``).
 RIGHT_SHARE = 0.12
 #: A change that never happens: the toaster switching itself on.
@@ -99,6 +103,43 @@ def _warm_model(root: Path, items: list[PromptItem]) -> Path:
     return run_sft(base, pairs, root / "sft", cfg).path
 
 
+def _stalled(log: Path) -> str | None:
+    """Why the trainer is stuck, when the end of its log is ``STALL_DROPS`` or more groups in a
+    row dropped as stale with no step between (a healthy run drops at most a stream's worth,
+    ``groups_per_step * (max_staleness + 1)`` = 6, between two steps); None otherwise."""
+    if not log.exists():
+        return None
+    steps = run = 0
+    for line in log.read_text().split("\n")[:-1]:  # the last piece may be a line half written
+        event = json.loads(line)
+        if event["event"] == "step":
+            steps, run = event["step"], 0
+        elif event["event"] == "drop" and event.get("reason") == "stale":
+            run += 1
+    if run < STALL_DROPS:
+        return None
+    return (
+        f"the trainer is stuck at step {steps}: its last {run} groups were all dropped as stale "
+        "(the rollout samples with old weights: were new ones published and reloaded?)"
+    )
+
+
+async def _watched(run: PipelineRun, log: Path) -> dict[str, Any]:
+    """``run.run_async()``, cancelled (the run stops its processes) with a failure naming the
+    stall when the trainer stops making steps (``_stalled``), instead of waiting for a timeout."""
+    task = asyncio.create_task(run.run_async())
+    while not task.done():
+        await asyncio.wait({task}, timeout=0.5)
+        why = None if task.done() else _stalled(log)
+        if why is not None:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+            record(GUARD, stalled=why)
+            pytest.fail(why)
+    return task.result()
+
+
 def test_grpo_through_the_services_learns_a_learnable_task(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -121,7 +162,8 @@ def test_grpo_through_the_services_learns_a_learnable_task(
         "eval.enabled": False,
     }
     cfg = load_pipeline_config(REPO / "configs" / "pipeline" / "smoke.yaml", overrides)
-    summary = asyncio.run(_WarmStart(cfg, items, model).run_async())
+    log_path = tmp_path / "run" / "trainer" / "train_log.jsonl"
+    summary = asyncio.run(_watched(_WarmStart(cfg, items, model), log_path))
     record(GUARD, trainer_exit=summary["trainer_exit"], served_version=summary["served_version"])
     assert summary["trainer_exit"] == 0
     assert summary["trainer_steps"] == STEPS
