@@ -10,10 +10,9 @@ reach a mean reward >= 0.8. Every step the producer also pushes "poison" groups,
 policy version older than the staleness bound allows and rewarded the wrong way round: the gate
 must drop them all, or they would outnumber the real groups and undo the learning.
 
-What breaking each part does here (checked by hand when this test was written): advantages of the
-wrong sign or all zero, a response mask of zeros, log-probs gathered one position off, a
-staleness gate that accepts everything, or weights published but not reloadable: the reward stays
-below 0.8 (or the poison count assertion fails).
+Which breakages of the GRPO path it catches (zeroed advantages, the loss sign flipped, log-probs
+one position off, the staleness gate off, weights never published; not a mask of ones: nothing
+here is masked) is checked by ``make test-mutants``, with each score: docs/testing.md#mutants.
 """
 
 from __future__ import annotations
