@@ -127,9 +127,29 @@ def run_pool(args: argparse.Namespace) -> int:
                 f"{diff['mean']:+.{d}f} [{low:+.{d}f}, {high:+.{d}f}]{note}; per seed "
                 + ", ".join(f"{v:+.{d}f}" for v in diff["per_seed"])
             )
+    for line in _reading_lines(pooled.get("action_reading")):
+        print(line)
     if args.out is not None:
         args.out.write_text(json.dumps(pooled, indent=1))
     return 0
+
+
+#: The shuffle gaps ``rlvr-world pool`` prints (``apps.video.reading``'s keys, labels).
+_GAPS = (("reward_shuffle_gap", "reward"), ("agent_error_px_shuffle_gap", "agent error px"))
+
+
+def _reading_lines(reading: dict[str, Any] | None) -> list[str]:
+    """The shuffle gaps of a pooled video headline's ``action_reading``, one line per model."""
+    lines = []
+    for name, model in ((reading or {}).get("models") or {}).items():
+        parts = []
+        for key, label in _GAPS:
+            if key in model:
+                low, high = model[key]["ci95"]
+                parts.append(f"{label} {model[key]['mean']:+.4f} [{low:+.4f}, {high:+.4f}]")
+        if parts:
+            lines.append(f"{name}: shuffle gap (true vs shuffled actions) " + ", ".join(parts))
+    return lines
 
 
 def run_run(args: argparse.Namespace) -> int:

@@ -202,3 +202,14 @@ def test_the_command_prints_every_metric_and_the_run_level_comparison(
     assert main(["pool", *map(str, runs), "--out", str(out)]) == 2
     assert "cannot read the MLE start's evaluation" in capsys.readouterr().out
     assert not out.exists()
+
+
+def test_pool_prints_each_models_shuffle_gaps_with_their_intervals() -> None:
+    from rlvr_world.apps.commands import _reading_lines
+
+    gap = {"mean": 0.0014, "ci95": [-0.0017, 0.0053]}
+    reading = {"models": {"start": {"reward_shuffle_gap": gap}, "rlvr": {"reward": gap}}}
+    assert _reading_lines(reading) == [
+        "start: shuffle gap (true vs shuffled actions) reward +0.0014 [-0.0017, +0.0053]"
+    ]
+    assert _reading_lines(None) == []
