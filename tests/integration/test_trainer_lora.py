@@ -60,7 +60,7 @@ def config(model: Path, run_dir: Path) -> TrainerConfig:
 
 
 def push_group(trainer: Trainer, key: str) -> None:
-    """One group of the four answers, rewarded 1, 0, 1, 0 (behaviour log-probs: the base's)."""
+    """One group of the four answers, rewarded 1, 0, 1, 0 (behaviour log-probs: a flat -3)."""
     producer = Producer(trainer.redis.client, StreamNames(), 100, QueueMetrics(CollectorRegistry()))
     samples = [
         ScoredSample(
