@@ -47,11 +47,13 @@ from services.reward.settings import RewardSettings
 from services.reward.testing import ServiceThread as RewardThread
 from services.rollout.settings import RolloutSettings
 from services.rollout.testing import ServiceThread as RolloutThread
+from tests.helpers.waiting import EVENT_TIMEOUT_S
 from trainer.config import TrainerConfig
 from trainer.loop import Trainer
 
-#: How long a step waits for the rollout service to serve the weights the trainer published.
-RELOAD_TIMEOUT_S = 120.0
+#: How long a step waits for the rollout service to serve the weights the trainer published (the
+#: suite's deadline for an event: generous, and a quiet machine does not wait it).
+RELOAD_TIMEOUT_S = EVENT_TIMEOUT_S
 
 
 @dataclass(frozen=True)
