@@ -15,6 +15,7 @@ from __future__ import annotations
 import dataclasses
 import importlib
 import os
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -49,12 +50,19 @@ def _mutant(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
         yield
         return
     apply(name, monkeypatch.setattr)
-    stack = importlib.import_module(TRAINER_LAUNCHERS[0])
-    real = stack.trainer_spec
+    launchers = [importlib.import_module(module) for module in TRAINER_LAUNCHERS]
+    real = launchers[0].trainer_spec
 
     def trainer_spec(config: Path) -> object:
         return _through_launcher(real(config))
 
-    for module in TRAINER_LAUNCHERS:
-        monkeypatch.setattr(importlib.import_module(module), "trainer_spec", trainer_spec)
+    holders = [
+        module
+        for module in list(sys.modules.values())
+        if getattr(module, "__name__", "").startswith("rlvr_world.")
+        and getattr(module, "trainer_spec", None) is real
+    ]
+    assert set(launchers) <= set(holders), "the trainer launchers no longer share trainer_spec"
+    for module in holders:
+        monkeypatch.setattr(module, "trainer_spec", trainer_spec)
     yield
