@@ -8,7 +8,8 @@ The dataset needs a ``ground_truth`` column and either a ``data_source`` column 
 on (the text game needs its ``data_state``). Completions may be strings or conversational
 (``[{"role": "assistant", "content": ...}]``). The whole group is one ``ScoreBatch`` call.
 
-What each status becomes (DESIGN §4; the same rule as our trainer's ``grpo.unparseable_reward``):
+What each status becomes (docs/integrations.md#one-rule-for-failures; the same rule as our trainer's
+``grpo.unparseable_reward``):
 
 * ``ok``: the service's reward (a wrong answer scores low there: that is the policy's signal);
 * ``unparseable``: ``unparseable_reward`` (default 0.0): the policy's own failure, so a policy

@@ -12,7 +12,8 @@
 ``compute_score`` is a coroutine, so verl's reward loop (``reward.num_workers`` Ray workers, each
 awaiting ``asyncio.gather`` over its chunk) awaits it without a thread. It returns
 ``{"score", "reward_ok", "reward_status", *metric_keys}``: the same keys for every sample, as
-verl stacks them across the batch. What each status becomes (DESIGN §4):
+verl stacks them across the batch. What each status becomes
+(docs/integrations.md#one-rule-for-failures):
 
 * ``ok``: the service's reward (a wrong answer scores low there);
 * ``unparseable``: ``unparseable_reward`` (default 0.0, as our trainer's

@@ -5,7 +5,7 @@ Llama of ``tests.helpers.tiny_lm`` (nothing downloaded). Each test trains two re
 and reads back what TRL itself logged (its completions table: completion, reward, our
 ``reward_status`` column) after every step, then scores those same completions through the
 service directly: the rewards TRL trained on are the service's, with ``unparseable`` mapped to
-``unparseable_reward`` (DESIGN §4).
+``unparseable_reward`` (docs/integrations.md#one-rule-for-failures).
 
 The gradient test: a policy that cannot yet write the answer format, in groups where at most one
 sample parses. With the adapter's default (unparseable -> 0.0) the garbage samples get negative

@@ -1,6 +1,7 @@
 """Adapters against a real service: verl through its own reward manager, TRL as a call; what each
-status becomes (DESIGN §4): unparseable -> the configured low reward, a failure of the service or
-of the caller's data -> TRL's None / verl's ``RewardNotScored``, with the reason logged."""
+status becomes (docs/integrations.md#one-rule-for-failures): unparseable -> the configured low
+reward, a failure of the service or of the caller's data -> TRL's None / verl's ``RewardNotScored``,
+with the reason logged."""
 
 from __future__ import annotations
 

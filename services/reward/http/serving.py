@@ -208,10 +208,11 @@ class NotScored(Exception):
 def trainer_reward(
     result: RewardResult, label: str, sample: str, unparseable_reward: float
 ) -> float:
-    """The reward a trainer's own protocol (OpenRLHF, slime) gets for one result (DESIGN §4):
-    ``ok`` its reward, ``unparseable`` (the policy's failure) ``unparseable_reward``. The
-    caller's bad data raises ``InvalidInput`` (422) naming the ``label``'s field, a service
-    failure ``NotScored`` (503) naming the ``sample``; both are logged."""
+    """The reward a trainer's own protocol (OpenRLHF, slime) gets for one result
+    (docs/integrations.md#one-rule-for-failures): ``ok`` its reward, ``unparseable`` (the policy's
+    failure) ``unparseable_reward``. The caller's bad data raises ``InvalidInput`` (422) naming the
+    ``label``'s field, a service failure ``NotScored`` (503) naming the ``sample``; both are
+    logged."""
     if result.status is Status.OK:
         return result.reward
     if result.status is Status.UNPARSEABLE:
