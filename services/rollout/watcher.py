@@ -6,7 +6,9 @@ the key at start, then waits for messages on the channel and re-reads the key ev
 (a message missed while disconnected is caught by the next read). It reloads when the published
 version differs from the last one it handled and from the one served. A failed load is logged and
 the previous weights stay in service; the next published version is tried again. Redis being down
-is logged and retried with backoff; it never stops the server.
+is logged and retried with backoff; it never stops the server. The password of a TCP URL comes from
+``$RLVR_REDIS_PASSWORD`` (``rlvr_world.queue.server.redis_credentials``); a wrong one is logged
+as a refusal each time it is retried.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from collections.abc import Awaitable, Callable
 import redis.asyncio as aioredis
 from redis.exceptions import RedisError
 
+from rlvr_world.queue.server import redis_credentials
 from rlvr_world.queue.weights import WeightsMessage, parse_weights
 
 log = logging.getLogger(__name__)
@@ -62,7 +65,7 @@ class WeightsWatcher:
     async def published_version(self) -> int:
         """The version under the key now (-1 when nothing is published yet);
         ``PublishedUnknown`` when Redis cannot be read."""
-        client = aioredis.from_url(self.url)
+        client = aioredis.from_url(self.url, **redis_credentials(self.url))
         try:
             pub = parse_weights(await client.get(self.key))
         except (RedisError, OSError) as exc:
@@ -87,12 +90,17 @@ class WeightsWatcher:
             try:
                 await self._follow()
             except (RedisError, OSError) as exc:
-                log.warning("weights watcher: redis at %s failed (%s); retrying", self.url, exc)
+                log.warning(
+                    "weights watcher: redis at %s failed (%s: %s); retrying",
+                    self.url,
+                    type(exc).__name__,
+                    exc,
+                )
                 await asyncio.sleep(backoff)
                 backoff = min(backoff * 2, 30.0)
 
     async def _follow(self) -> None:
-        client = aioredis.from_url(self.url)
+        client = aioredis.from_url(self.url, **redis_credentials(self.url))
         pubsub = client.pubsub()
         try:
             await pubsub.subscribe(self.channel)

@@ -15,13 +15,15 @@ Commands:
   load       Score calls through ``dns:///reward:50051`` for a fixed time; ok / failed / req/s
   targets    wait until Prometheus reports the expected targets up; list them
   dashboard  every Grafana panel query evaluated on the live Prometheus
-  probe      write or verify marker entries in Redis (persistence across a container restart)
+  probe      write or verify marker entries in Redis (persistence across a container restart);
+             ``refused``: a client without the password must be refused
   grpo       the orchestrator: prompts -> rollout -> decoder -> reward -> Redis, until the trainer
              container has published the wanted version; then account for every pushed group
 
 Traffic goes only to service names of the compose network. Every loop is bounded in time. The
 stack's token comes from ``RLVR_API_TOKEN`` (``podman run --env``, never argv); every client here
-(curl, the SDK, the CLI, the orchestrator) sends it.
+(curl, the SDK, the CLI, the orchestrator) sends it. Redis's password comes from
+``RLVR_REDIS_PASSWORD`` the same way.
 """
 
 from __future__ import annotations
@@ -309,7 +311,16 @@ def cmd_dashboard(args: argparse.Namespace) -> int:
 def cmd_probe(args: argparse.Namespace) -> int:
     import redis
 
-    client = redis.Redis.from_url(REDIS_URL)
+    from rlvr_world.queue.server import redis_credentials
+
+    if args.action == "refused":  # no password: the server must refuse, not serve
+        try:
+            redis.Redis.from_url(REDIS_URL).ping()
+        except redis.AuthenticationError as exc:
+            emit({"refused": True, "reason": str(exc)[:200]})
+            return 0
+        return fail("redis answered a client that sent no password")
+    client = redis.Redis.from_url(REDIS_URL, **redis_credentials(REDIS_URL))
     stream = "rlvr:deploy-test:probe"
     if args.action == "write":
         ids = [client.xadd(stream, {"n": str(i)}).decode() for i in range(args.n)]
@@ -362,7 +373,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--dashboard", default="/dashboards/rlvr-world.json")
     p.set_defaults(handler=cmd_dashboard)
     p = sub.add_parser("probe")
-    p.add_argument("action", choices=("write", "check"))
+    p.add_argument("action", choices=("write", "check", "refused"))
     p.add_argument("--n", type=int, default=100)
     p.add_argument("--timeout-s", type=float, default=60.0)
     p.set_defaults(handler=cmd_probe)

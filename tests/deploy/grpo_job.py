@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 STREAM = "rlvr:scored_groups"
+REDIS_URL = "redis://redis:6379/0"
 
 
 def kitchen_items() -> tuple[list[Any], list[Any]]:
@@ -77,11 +78,12 @@ async def _orchestrate(steps: int, ledger_path: Path, timeout_s: float) -> dict[
     from rlvr_world.apps.orchestrator.metrics import OrchestratorMetrics
     from rlvr_world.apps.orchestrator.worker import Orchestrator
     from rlvr_world.apps.run.grpo import requests_forever
+    from rlvr_world.queue.server import redis_credentials
     from rlvr_world.queue.stream import Producer, QueueMetrics, StreamNames
     from rlvr_world.wire.services import ServiceClients
 
     train, _ = kitchen_items()
-    client = redis.Redis.from_url("redis://redis:6379/0")
+    client = redis.Redis.from_url(REDIS_URL, **redis_credentials(REDIS_URL))
     registry = CollectorRegistry()
     cfg = OrchestratorConfig(
         group_size=4,

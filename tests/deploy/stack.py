@@ -11,10 +11,10 @@ them: services are named explicitly, started in dependency stages that wait for 
 ``scale`` creates the missing replicas through ``deploy.replicas`` (``RLVR_REWARD_REPLICAS``) or
 stops and removes the extra ones. Every wait is bounded.
 
-Credentials: ``env`` holds the stack's ``RLVR_API_TOKEN``; podman-compose interpolates it into
-each service's environment, and driver containers get it with ``--env RLVR_API_TOKEN`` (taken
-from this process's environment, so it is never on a command line of ours). What is written to
-``compose.log`` or raised has the token replaced by ``<token>``.
+Credentials: ``env`` holds the stack's ``RLVR_API_TOKEN`` and ``RLVR_REDIS_PASSWORD``;
+podman-compose passes them into the services' environments, and driver containers get them with
+``--env NAME`` (taken from this process's environment, so neither is ever on a command line of
+ours). What is written to ``compose.log`` or raised has each replaced by ``<secret>``.
 """
 
 from __future__ import annotations
@@ -34,6 +34,7 @@ ROOT = Path(__file__).resolve().parents[2]
 IMAGE_VERSION = "0.1.0"
 DRIVER_IMAGE = f"rlvr-world/deploy-driver:{IMAGE_VERSION}"
 TOKEN_ENV = "RLVR_API_TOKEN"
+REDIS_PASSWORD_ENV = "RLVR_REDIS_PASSWORD"
 
 
 class StackError(RuntimeError):
@@ -77,8 +78,10 @@ class Stack:
         return f"{self.project}_default"
 
     def redact(self, text: str) -> str:
-        token = self.env.get(TOKEN_ENV)
-        return text.replace(token, "<token>") if token else text
+        for name in (TOKEN_ENV, REDIS_PASSWORD_ENV):
+            secret = self.env.get(name)
+            text = text.replace(secret, "<secret>") if secret else text
+        return text
 
     def compose(self, *args: str, timeout_s: float = 600.0) -> str:
         env = {**os.environ, **self.env}
@@ -185,6 +188,8 @@ class Stack:
             f"{ROOT / 'deploy' / 'grafana' / 'dashboards'}:/dashboards:ro",
             "--env",
             TOKEN_ENV,
+            "--env",
+            REDIS_PASSWORD_ENV,
         ]
         for volume in volumes:
             argv += ["-v", volume]

@@ -5,10 +5,12 @@ Run by ``make deploy-test`` (which installs Podman, builds the images, then runs
 reward workers at 3; every client runs in a container on that project's network (``driver.py``).
 Every service is bound to 0.0.0.0 inside its container, so the stack runs with a random API token
 made for this run (``RLVR_API_TOKEN``: podman-compose's environment, the driver containers', every
-query); a reward image started without it must refuse to start.
+query); a reward image started without it must refuse to start. Redis requires a password made
+for this run too (``RLVR_REDIS_PASSWORD``) and refuses a client without it.
 
 In order: each container healthy (time to healthy), the README's HTTP and gRPC queries on every
-replica, calls without the token refused by every replica, Prometheus scraping all 3 replicas,
+replica, calls without the token refused by every replica, a Redis client without the password
+refused, Prometheus scraping all 3 replicas,
 a GRPO job through the rollout, decoder, reward and trainer containers with a Redis restart in
 the middle (no scored group lost), the Grafana dashboard's queries on the live Prometheus, one
 reward container killed under load (0 failed requests), requests/s through 1 and 3 replicas,
@@ -31,7 +33,14 @@ from typing import Any
 import pytest
 
 from rlvr_world.queue.weights import WEIGHTS_KEY, parse_weights
-from tests.deploy.stack import DRIVER_IMAGE, IMAGE_VERSION, TOKEN_ENV, Stack, run
+from tests.deploy.stack import (
+    DRIVER_IMAGE,
+    IMAGE_VERSION,
+    REDIS_PASSWORD_ENV,
+    TOKEN_ENV,
+    Stack,
+    run,
+)
 
 pytestmark = [pytest.mark.deploy, pytest.mark.timeout(3600)]
 
@@ -95,6 +104,7 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
             # the trainer (train-run of the main job's config) waits for 1000 steps, as before.
             "RLVR_STEPS": "1000",
             TOKEN_ENV: secrets.token_urlsafe(32),
+            REDIS_PASSWORD_ENV: secrets.token_hex(32),
         },
     )
     try:
@@ -173,6 +183,21 @@ def test_calls_without_the_token_are_refused_by_every_replica(stack: Stack) -> N
     assert done.returncode == 2 and refusal, (done.returncode, done.stderr[-2000:])
 
 
+def test_redis_refuses_a_client_without_the_password(stack: Stack) -> None:
+    result = stack.driver("probe", "refused")
+    report("a Redis client without the password (on the project network)", result)
+    assert result["refused"] is True, result
+    # The image refuses to start without a password (it listens beyond loopback).
+    done = run(
+        ["podman", "run", "--rm", "--network", "none", f"rlvr-world/redis:{IMAGE_VERSION}"],
+        timeout_s=120,
+        check=False,
+    )
+    report("redis container without RLVR_REDIS_PASSWORD", f"exit {done.returncode}")
+    assert done.returncode == 2, (done.returncode, done.stderr[-2000:])
+    assert "RLVR_REDIS_PASSWORD is not set" in done.stderr, done.stderr[-2000:]
+
+
 def test_prometheus_scrapes_all_three_replicas(stack: Stack) -> None:
     result = stack.driver(
         "targets", "--expect", "reward=3", "rollout=1", "decoder=1", "trainer=1", "prometheus=1"
@@ -184,7 +209,9 @@ def test_prometheus_scrapes_all_three_replicas(stack: Stack) -> None:
 
 
 def published(stack: Stack) -> int:
-    raw = stack.exec(stack.containers("redis")[0], "redis-cli", "GET", WEIGHTS_KEY)
+    # The password from the container's own environment, through REDISCLI_AUTH: on no command line.
+    get = f'REDISCLI_AUTH="${REDIS_PASSWORD_ENV}" redis-cli --no-auth-warning GET {WEIGHTS_KEY}'
+    raw = stack.exec(stack.containers("redis")[0], "sh", "-c", get)
     message = parse_weights(raw.strip() or None)
     return 0 if message is None else message.version
 

@@ -23,7 +23,9 @@ from tests.helpers.reward import EXAMPLES, example_rows
 pytestmark = pytest.mark.integration
 ROOT = Path(__file__).resolve().parents[2]
 COMPOSE = ROOT / "docker-compose.yml"
-ENVIRON = {"RLVR_REWARD_WORKERS": "1"}
+#: Redis's start script refuses to start without a password (the stack's clients read it too).
+REDIS_PASSWORD = "5d1e0c9b7a3f4e2d8c6b0a9f1e3d5c7b"
+ENVIRON = {"RLVR_REWARD_WORKERS": "1", "RLVR_REDIS_PASSWORD": REDIS_PASSWORD}
 
 
 def text_game_rows() -> list[dict[str, Any]]:
@@ -71,6 +73,20 @@ def test_plan_uses_the_compose_commands_and_environment(rewards: ComposeMirror) 
     assert env["RLVR_REWARD_GRPC_PORT"] != second.spec.env["RLVR_REWARD_GRPC_PORT"]
     assert {"prometheus", "grafana"} <= set(rewards.skipped)
     assert "profile" in rewards.skipped["rollout-gpu"]
+
+
+def test_redis_runs_the_image_start_script_and_requires_the_password(
+    rewards: ComposeMirror,
+) -> None:
+    import redis
+
+    spec = rewards.replicas["redis"][0].spec
+    assert spec is not None and spec.argv[1].endswith("deploy/docker/redis-start.sh")
+    assert REDIS_PASSWORD not in " ".join(spec.argv)  # on no command line
+    url = f"redis://{rewards.address('redis', 6379)}/0"
+    with pytest.raises(redis.AuthenticationError):
+        redis.Redis.from_url(url).ping()
+    assert redis.Redis.from_url(url, password=REDIS_PASSWORD).ping()
 
 
 def test_requests_spread_over_both_workers_and_survive_one_stopping(

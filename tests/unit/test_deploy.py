@@ -393,3 +393,32 @@ def test_a_misspelt_or_bad_service_variable_is_caught(
 ) -> None:
     with pytest.raises((AssertionError, ValueError), match=message):
         service_env({key: value}, monkeypatch, "test")
+
+
+def test_redis_requires_a_password_that_every_client_gets_from_the_environment() -> None:
+    """Compose: Redis runs the image's start script (which refuses to start without
+    RLVR_REDIS_PASSWORD) and every service with a Redis URL gets the variable passed through
+    (no value: on no command line, in no file). Kubernetes: the same variable from the Secret
+    rlvr-redis-password in the Redis pod and in every pod with a Redis URL."""
+    services = compose()["services"]
+    redis_svc = services["redis"]
+    assert redis_svc["command"][0] == "rlvr-redis"
+    assert redis_svc["healthcheck"]["test"] == ["CMD", "rlvr-redis", "--ping"]
+    assert dockerfile_exec(DEPLOY / "docker" / "redis.Dockerfile", "CMD")[0] == "rlvr-redis"
+    clients = [n for n, s in services.items() if "redis://" in json.dumps(s.get("environment"))]
+    assert sorted(clients) == ["orchestrator", "rollout", "rollout-gpu", "trainer"]
+    for name in ["redis", *clients]:
+        assert services[name]["environment"]["RLVR_REDIS_PASSWORD"] is None, name
+    maps = {d["metadata"]["name"]: d["data"] for d in k8s_docs() if d["kind"] == "ConfigMap"}
+    pods = []
+    for doc in k8s_docs():
+        pod = ((doc.get("spec") or {}).get("template") or {}).get("spec") or {}
+        for container in pod.get("containers", []):
+            env = {e["name"]: e for e in container.get("env", [])}
+            from_maps = [maps[s["configMapRef"]["name"]] for s in container.get("envFrom", [])]
+            text = json.dumps([env, from_maps])
+            if "redis://" in text or container["name"] == "redis":
+                pods.append(container["name"])
+                ref = env["RLVR_REDIS_PASSWORD"]["valueFrom"]["secretKeyRef"]
+                assert ref == {"name": "rlvr-redis-password", "key": "password"}, ref
+    assert sorted(pods) == ["orchestrator", "redis", "rollout", "trainer"]
