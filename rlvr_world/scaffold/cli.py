@@ -1,23 +1,25 @@
 """The command line of every service, from one option table: ``rlvr-world serve X`` and
 ``python -m services.X``.
 
-A service declares a ``ServiceCommand``: its name, help text, its own options, a function that
-builds its settings from the options given, and the coroutine that serves them. The options every
-service shares (bind address, drain grace, credentials, ``--allow-insecure-bind``) are added
-here. Options default to None, so only those given on the command line override the service's
-``RLVR_<NAME>_*`` environment. No heavy import: ``--help`` is instant; the service's two
-functions import its modules when they run.
+A service declares a ``ServiceCommand``: its name, help text, its own options, its settings class
+and the coroutine that serves them (each as ``"module:name"``, imported only when the command
+runs, so ``--help`` is instant). The options every service shares (bind address, drain grace,
+credentials, ``--allow-insecure-bind``) are added here. Options default to None, so only those
+given on the command line override the service's ``RLVR_<NAME>_*`` environment. A service that
+refuses to start raises ``StartRefused`` (``rlvr_world.scaffold.settings``): the reason is
+logged and the command exits 2, with no traceback.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import importlib
 import logging
 import sys
 from collections.abc import Callable, Coroutine, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Generic, TypeAlias, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, TypeAlias, TypeVar, cast
 
 if TYPE_CHECKING:
     from rlvr_world.scaffold.settings import ServiceSettings
@@ -30,6 +32,13 @@ Option = tuple[str, str, type, str]
 Subparsers: TypeAlias = "argparse._SubParsersAction[argparse.ArgumentParser]"
 #: The settings class of the service a ``ServiceCommand`` starts.
 S = TypeVar("S", bound="ServiceSettings")
+
+
+def _resolve(spec: str) -> object:
+    """The object ``"module:name"`` names (the module imported now)."""
+    module, _, name = spec.partition(":")
+    return getattr(importlib.import_module(module), name)
+
 
 #: Options of every service (``scaffold.settings.ServiceSettings``).
 COMMON_OPTIONS: tuple[Option, ...] = (
@@ -94,10 +103,10 @@ class ServiceCommand(Generic[S]):
     help: str
     description: str
     options: tuple[Option, ...]
-    #: settings from the options given (a dict of field -> value); imports the settings class
-    settings: Callable[[dict[str, Any]], S]
-    #: serve the settings until SIGTERM / SIGINT; imports the server module
-    serve: Callable[[S], Coroutine[Any, Any, None]]
+    #: ``"module:Class"``: the settings class (read from the environment, options override)
+    settings: str
+    #: ``"module:function"``: the coroutine that serves the settings until SIGTERM / SIGINT
+    serve: str
 
     @property
     def all_options(self) -> tuple[Option, ...]:
@@ -108,17 +117,19 @@ class ServiceCommand(Generic[S]):
     def settings_from_args(self, args: argparse.Namespace) -> S:
         """The settings from the environment, overridden by the options given in ``args``; a
         bad value raises pydantic's ``ValidationError`` naming the field."""
-        return self.settings(given_options(args, [dest for _, dest, _, _ in self.all_options]))
+        settings_class = cast("type[S]", _resolve(self.settings))
+        return settings_class(**given_options(args, [dest for _, dest, _, _ in self.all_options]))
 
     def run(self, args: argparse.Namespace) -> int:
         """Serve until SIGTERM/SIGINT; 0 after a clean drain, 2 when the service refuses to
-        start on an insecure bind (the reason is logged)."""
-        from rlvr_world.scaffold.settings import InsecureBind
+        start (``StartRefused``: an insecure bind, a model it cannot load; the reason logged)."""
+        from rlvr_world.scaffold.settings import StartRefused
 
         try:
-            asyncio.run(self.serve(self.settings_from_args(args)))
-        except InsecureBind as exc:
-            logging.getLogger(__name__).error("%s", exc)
+            serve = cast("Callable[[S], Coroutine[Any, Any, None]]", _resolve(self.serve))
+            asyncio.run(serve(self.settings_from_args(args)))
+        except StartRefused as exc:
+            logging.getLogger(__name__).error("%s service not started: %s", self.name, exc)
             return 2
         return 0
 

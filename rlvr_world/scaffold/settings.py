@@ -30,7 +30,11 @@ SHARED_INSECURE_ENV = "RLVR_ALLOW_INSECURE_BIND"
 _TRUE = ("1", "true", "yes", "on")
 
 
-class InsecureBind(ValueError):
+class StartRefused(Exception):
+    """A service refuses to start: ``rlvr-world serve X`` logs the reason and exits 2."""
+
+
+class InsecureBind(StartRefused, ValueError):
     """A service bound beyond loopback without credentials, and no flag allowing it."""
 
 

@@ -7,7 +7,7 @@ imported and run. ``--help`` imports neither grpc nor transformers.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from rlvr_world.scaffold.cli import Option, ServiceCommand
 
@@ -25,26 +25,14 @@ _OPTIONS: tuple[Option, ...] = (
 )
 
 
-def _settings(given: dict[str, Any]) -> DecoderSettings:
-    from services.decoder.settings import DecoderSettings
-
-    return DecoderSettings(**given)
-
-
-async def _serve(settings: DecoderSettings) -> None:
-    from services.decoder.server import serve
-
-    await serve(settings)
-
-
-COMMAND = ServiceCommand(
+COMMAND: ServiceCommand[DecoderSettings] = ServiceCommand(
     name="decoder",
     help="run the decoder service (token ids to text over gRPC)",
     description="Settings come from RLVR_DECODER_* environment variables; options override them. "
     "Auth: RLVR_DECODER_API_TOKEN (or RLVR_API_TOKEN), TLS and mTLS with the --tls-* options.",
     options=_OPTIONS,
-    settings=_settings,
-    serve=_serve,
+    settings="services.decoder.settings:DecoderSettings",
+    serve="services.decoder.server:serve",
 )
 add_serve_decoder_parser = COMMAND.add_parser
 settings_from_args = COMMAND.settings_from_args

@@ -8,8 +8,7 @@ imported and run. ``--help`` imports neither grpc nor torch. A service that refu
 
 from __future__ import annotations
 
-import logging
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from rlvr_world.scaffold.cli import Option, ServiceCommand
 
@@ -45,31 +44,14 @@ _OPTIONS: tuple[Option, ...] = (
 )
 
 
-def _settings(given: dict[str, Any]) -> RewardSettings:
-    from services.reward.settings import RewardSettings
-
-    return RewardSettings(**given)
-
-
-async def _serve(settings: RewardSettings) -> None:
-    from services.reward.models import IdmUnavailable
-    from services.reward.server import serve
-
-    try:
-        await serve(settings)
-    except IdmUnavailable as exc:  # refused to start: exit 2 with the reason, no traceback
-        logging.getLogger(__name__).error("reward service not started: %s", exc)
-        raise SystemExit(2) from None
-
-
-COMMAND = ServiceCommand(
+COMMAND: ServiceCommand[RewardSettings] = ServiceCommand(
     name="reward",
     help="run the reward service (gRPC + HTTP gateway, one scoring pool)",
     description="Settings come from RLVR_REWARD_* environment variables; options override them. "
     "Auth: RLVR_REWARD_API_TOKEN (or RLVR_API_TOKEN), TLS and mTLS with the --tls-* options.",
     options=_OPTIONS,
-    settings=_settings,
-    serve=_serve,
+    settings="services.reward.settings:RewardSettings",
+    serve="services.reward.server:serve",
 )
 add_serve_reward_parser = COMMAND.add_parser
 settings_from_args = COMMAND.settings_from_args

@@ -23,6 +23,7 @@ import time
 from rlvr_world.rewards.types import RewardResult, Status, failed
 from rlvr_world.rewards.video import PERCEPTUAL_METRICS, PerceptualScorer, score_video
 from rlvr_world.rewards.video_action import ReaderConfig
+from rlvr_world.scaffold.settings import StartRefused
 from services.reward.batching import BatchedIdm, BatchedPerceptual
 from services.reward.convert import IDM_SETTING, VideoJob
 from services.reward.metrics import RewardMetrics
@@ -31,8 +32,9 @@ from services.reward.settings import RewardSettings
 log = logging.getLogger(__name__)
 
 
-class IdmUnavailable(RuntimeError):
-    """``idm_path`` is set but no IDM can be loaded from it: the service does not start."""
+class IdmUnavailable(StartRefused, RuntimeError):
+    """``idm_path`` is set but no IDM can be loaded from it: the service does not start (the
+    command exits 2 with the reason)."""
 
 
 class VideoModels:

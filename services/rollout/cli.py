@@ -7,7 +7,7 @@ imported and run. ``--help`` imports neither grpc nor torch.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from rlvr_world.queue.weights import WEIGHTS_CHANNEL, WEIGHTS_KEY
 from rlvr_world.scaffold.cli import Option, ServiceCommand
@@ -38,19 +38,7 @@ _OPTIONS: tuple[Option, ...] = (
 )
 
 
-def _settings(given: dict[str, Any]) -> RolloutSettings:
-    from services.rollout.settings import RolloutSettings
-
-    return RolloutSettings(**given)
-
-
-async def _serve(settings: RolloutSettings) -> None:
-    from services.rollout.server import serve
-
-    await serve(settings)
-
-
-COMMAND = ServiceCommand(
+COMMAND: ServiceCommand[RolloutSettings] = ServiceCommand(
     name="rollout",
     help="run the rollout service (gRPC generation with log-probs, weight reloads)",
     description="Settings come from RLVR_ROLLOUT_* environment variables; options override them. "
@@ -58,8 +46,8 @@ COMMAND = ServiceCommand(
     "--weights-root folders. Auth: RLVR_ROLLOUT_API_TOKEN (or RLVR_API_TOKEN), TLS and mTLS "
     "with the --tls-* options.",
     options=_OPTIONS,
-    settings=_settings,
-    serve=_serve,
+    settings="services.rollout.settings:RolloutSettings",
+    serve="services.rollout.server:serve",
 )
 add_serve_rollout_parser = COMMAND.add_parser
 settings_from_args = COMMAND.settings_from_args
