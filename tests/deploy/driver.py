@@ -19,6 +19,9 @@ Commands:
              ``refused``: a client without the password must be refused
   grpo       the orchestrator: prompts -> rollout -> decoder -> reward -> Redis, until the trainer
              container has published the wanted version; then account for every pushed group
+  start      ``rlvr-world model start`` of a run config (the compose-only job's start model)
+  account    the books of the job the orchestrator container ran: every pushed group trained
+             once, dropped or queued; its summary.json
 
 Traffic goes only to service names of the compose network. Every loop is bounded in time. The
 stack's token comes from ``RLVR_API_TOKEN`` (``podman run --env``, never argv); every client here
@@ -339,6 +342,62 @@ def cmd_probe(args: argparse.Namespace) -> int:
     return 0 if length == args.n else fail(f"probe stream has {length} entries, wanted {args.n}")
 
 
+# --------------------------------------------------------------------------- the compose-only job
+def cmd_start(args: argparse.Namespace) -> int:
+    """``rlvr-world model start CONFIG OUT``: the start model of a run config."""
+    done = subprocess.run(
+        [sys.executable, "-m", "rlvr_world.apps.cli", "model", "start", args.config, args.out],
+        capture_output=True,
+        text=True,
+        timeout=args.timeout_s,
+        check=False,
+    )
+    if done.returncode != 0:
+        return fail(f"model start: exit {done.returncode}\n{done.stderr[-3000:]}")
+    emit({"model": args.out, "files": sorted(p.name for p in Path(args.out).iterdir())})
+    return 0
+
+
+def cmd_account(args: argparse.Namespace) -> int:
+    """The books of a job the compose file ran by itself: every group the orchestrator's ledger
+    (results volume, appended across its restarts) says it pushed is trained once, dropped, or
+    still in the stream; and its summary.json."""
+    import redis
+    from grpo_job import REDIS_URL, stream_group_ids, trained_twice, trainer_account
+
+    from rlvr_world.apps.orchestrator.ledger import read_ledger, summarize
+    from rlvr_world.queue.server import redis_credentials
+
+    results, train_log = Path(args.results), Path(args.runs) / "trainer" / "train_log.jsonl"
+    summary = json.loads((results / "summary.json").read_text())
+    ledger = summarize(read_ledger(results / "ledger.jsonl"))
+    trained, dropped, starts = trainer_account(train_log)
+    client = redis.Redis.from_url(REDIS_URL, **redis_credentials(REDIS_URL))
+    in_stream = stream_group_ids(client)
+    pushed = set(ledger.pushed)
+    lost = sorted(pushed - trained - dropped - in_stream)
+    twice = trained_twice(train_log)
+    emit(
+        {
+            "pushed": len(pushed),
+            "trained": len(trained & pushed),
+            "dropped": len(dropped & pushed),
+            "still_queued": len(in_stream & pushed),
+            "lost": lost,
+            "trained_twice": twice,
+            "failed_prompts": ledger.failed,
+            "retried_prompts": len(ledger.retried),
+            "unfinished_prompts": ledger.unfinished,
+            "trainer_starts": starts,
+            "summary": {k: summary.get(k) for k in ("trainer_steps", "served_version", "headline")},
+            "results": sorted(p.name for p in results.iterdir()),
+        }
+    )
+    if lost or twice:
+        return fail(f"lost {lost[:5]}, trained twice {twice[:5]}")
+    return 0
+
+
 # ----------------------------------------------------------------------------------------- grpo
 def cmd_grpo(args: argparse.Namespace) -> int:
     from grpo_job import run_grpo  # beside this file: the orchestrator side of the job
@@ -377,6 +436,15 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--n", type=int, default=100)
     p.add_argument("--timeout-s", type=float, default=60.0)
     p.set_defaults(handler=cmd_probe)
+    p = sub.add_parser("start")
+    p.add_argument("--config", required=True, help="a run config (as the containers see it)")
+    p.add_argument("--out", required=True, help="the model folder to write")
+    p.add_argument("--timeout-s", type=float, default=900.0)
+    p.set_defaults(handler=cmd_start)
+    p = sub.add_parser("account")
+    p.add_argument("--results", default="/results", help="the orchestrator's results volume")
+    p.add_argument("--runs", default="/runs", help="the checkpoints volume")
+    p.set_defaults(handler=cmd_account)
     p = sub.add_parser("grpo")
     p.add_argument("--steps", type=int, required=True, help="trainer version to wait for")
     p.add_argument("--runs", default="/runs", help="the checkpoints volume (read-only)")

@@ -69,6 +69,20 @@ def trainer_account(train_log: Path) -> tuple[set[str], set[str], int]:
     return trained, dropped, starts
 
 
+def trained_twice(train_log: Path) -> list[str]:
+    """Group ids in more than one trainer step of ``train_log.jsonl`` (each must train once)."""
+    seen: dict[str, int] = {}
+    for line in train_log.read_text().splitlines():
+        try:
+            event = json.loads(line)
+        except json.JSONDecodeError:
+            continue
+        if event.get("event") == "step":
+            for gid in event["group_ids"]:
+                seen[gid] = seen.get(gid, 0) + 1
+    return sorted(g for g, n in seen.items() if n > 1)
+
+
 async def _orchestrate(steps: int, ledger_path: Path, timeout_s: float) -> dict[str, Any]:
     import redis
     from prometheus_client import CollectorRegistry
@@ -149,7 +163,9 @@ def run_grpo(
     in_stream = set(result.pop("in_stream"))
     pushed = set(summary.pushed)
     lost = sorted(pushed - trained - dropped - in_stream)
+    twice = trained_twice(train_log)
     result.update(
+        trained_twice=twice,
         trained_groups=len(trained & pushed),
         dropped_groups=len(dropped & pushed),
         still_queued=len(in_stream & pushed),
@@ -165,6 +181,8 @@ def run_grpo(
         return fail(f"rollout serves version {result['served_version']}, wanted {steps}")
     if lost:
         return fail(f"{len(lost)} pushed groups neither trained, dropped nor queued: {lost[:5]}")
+    if twice:
+        return fail(f"{len(twice)} groups trained more than once: {twice[:5]}")
     if summary.failed:
         return fail(f"prompts failed: {summary.failed}")
     return 0

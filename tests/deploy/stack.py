@@ -22,11 +22,17 @@ from __future__ import annotations
 import json
 import logging
 import os
+import shutil
+import socket
 import subprocess
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+
+import pytest
+
+from rlvr_world.queue.weights import WEIGHTS_KEY, parse_weights
 
 log = logging.getLogger(__name__)
 
@@ -35,6 +41,10 @@ IMAGE_VERSION = "0.1.0"
 DRIVER_IMAGE = f"rlvr-world/deploy-driver:{IMAGE_VERSION}"
 TOKEN_ENV = "RLVR_API_TOKEN"
 REDIS_PASSWORD_ENV = "RLVR_REDIS_PASSWORD"
+IMAGES = [
+    f"rlvr-world/{r}:{IMAGE_VERSION}"
+    for r in ("redis", "prometheus", "reward", "decoder", "rollout", "trainer")
+]
 
 
 class StackError(RuntimeError):
@@ -274,3 +284,45 @@ class Stack:
         for name in left["networks"]:
             run(["podman", "network", "rm", "-f", name], check=False)
         return left, self.leftovers()
+
+
+def report(title: str, value: object) -> None:
+    """One block of the test's output."""
+    text = value if isinstance(value, str) else json.dumps(value, indent=1, sort_keys=True)
+    print(f"\n== {title}\n{text}", flush=True)
+
+
+def free_port() -> int:
+    """A TCP port free on the host now."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def preflight() -> None:
+    """What ``make deploy-test`` sets up; a missing piece fails with the step that makes it."""
+    if os.geteuid() != 0:
+        pytest.fail("the deployment test needs root (podman); run it as root")
+    for tool in ("podman", "podman-compose"):
+        if shutil.which(tool) is None:
+            pytest.fail(f"{tool} not installed: run deploy/podman/setup.sh (make deploy-test)")
+    missing = [i for i in IMAGES if run(["podman", "image", "exists", i], check=False).returncode]
+    if missing:
+        pytest.fail(f"images not built: {missing}; run deploy/build-images.sh")
+    # The driver image (build-images.sh mounts the host's pip set-up into the build).
+    built = run(
+        ["deploy/build-images.sh"],
+        env={**os.environ, "RLVR_BUILD_ONLY": "driver", "RLVR_IMAGE_VERSION": IMAGE_VERSION},
+        timeout_s=600,
+    )
+    report("driver image", built.stdout.strip())
+    assert run(["podman", "image", "exists", DRIVER_IMAGE], check=False).returncode == 0
+
+
+def published(stack: Stack) -> int:
+    """The trainer's last published version (0 before the first), read in the Redis container."""
+    # The password from the container's own environment, through REDISCLI_AUTH: on no command line.
+    get = f'REDISCLI_AUTH="${REDIS_PASSWORD_ENV}" redis-cli --no-auth-warning GET {WEIGHTS_KEY}'
+    raw = stack.exec(stack.containers("redis")[0], "sh", "-c", get)
+    message = parse_weights(raw.strip() or None)
+    return 0 if message is None else message.version

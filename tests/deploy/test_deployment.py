@@ -21,68 +21,31 @@ they come.
 
 from __future__ import annotations
 
-import json
 import os
 import secrets
-import shutil
-import socket
 import time
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
-from rlvr_world.queue.weights import WEIGHTS_KEY, parse_weights
 from tests.deploy.stack import (
-    DRIVER_IMAGE,
     IMAGE_VERSION,
     REDIS_PASSWORD_ENV,
     TOKEN_ENV,
     Stack,
+    free_port,
+    preflight,
+    published,
+    report,
     run,
 )
 
 pytestmark = [pytest.mark.deploy, pytest.mark.timeout(3600)]
 
-IMAGES = [
-    f"rlvr-world/{r}:{IMAGE_VERSION}"
-    for r in ("redis", "prometheus", "reward", "decoder", "rollout", "trainer")
-]
 GRPO_STEPS = 40
 #: The Redis container is restarted once the trainer has published this version.
 RESTART_AT = 3
-
-
-def report(title: str, value: object) -> None:
-    """One block of the test's output."""
-    text = value if isinstance(value, str) else json.dumps(value, indent=1, sort_keys=True)
-    print(f"\n== {title}\n{text}", flush=True)
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def preflight() -> None:
-    """What ``make deploy-test`` sets up; a missing piece fails with the step that makes it."""
-    if os.geteuid() != 0:
-        pytest.fail("the deployment test needs root (podman); run it as root")
-    for tool in ("podman", "podman-compose"):
-        if shutil.which(tool) is None:
-            pytest.fail(f"{tool} not installed: run deploy/podman/setup.sh (make deploy-test)")
-    missing = [i for i in IMAGES if run(["podman", "image", "exists", i], check=False).returncode]
-    if missing:
-        pytest.fail(f"images not built: {missing}; run deploy/build-images.sh")
-    # The driver image (build-images.sh mounts the host's pip set-up into the build).
-    built = run(
-        ["deploy/build-images.sh"],
-        env={**os.environ, "RLVR_BUILD_ONLY": "driver", "RLVR_IMAGE_VERSION": IMAGE_VERSION},
-        timeout_s=600,
-    )
-    report("driver image", built.stdout.strip())
-    assert run(["podman", "image", "exists", DRIVER_IMAGE], check=False).returncode == 0
 
 
 @pytest.fixture(scope="module")
@@ -206,14 +169,6 @@ def test_prometheus_scrapes_all_three_replicas(stack: Stack) -> None:
         "Prometheus targets",
         [f"{t['job']:<10} {t['instance']:<28} {t['health']}" for t in result["targets"]],
     )  # type: ignore[union-attr]
-
-
-def published(stack: Stack) -> int:
-    # The password from the container's own environment, through REDISCLI_AUTH: on no command line.
-    get = f'REDISCLI_AUTH="${REDIS_PASSWORD_ENV}" redis-cli --no-auth-warning GET {WEIGHTS_KEY}'
-    raw = stack.exec(stack.containers("redis")[0], "sh", "-c", get)
-    message = parse_weights(raw.strip() or None)
-    return 0 if message is None else message.version
 
 
 def test_grpo_job_through_the_containers_survives_a_redis_restart(stack: Stack) -> None:
