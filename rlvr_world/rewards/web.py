@@ -66,6 +66,7 @@ from collections import Counter
 
 import numpy as np
 
+from rlvr_world.rewards.assignment import max_assignment
 from rlvr_world.rewards.eos import strip_eos
 from rlvr_world.rewards.types import RewardResult, Status, failed
 
@@ -200,8 +201,6 @@ def soft_item_f1_of(truth: Parsed, pred: Parsed) -> float:
     """``item_f1`` with partial credit: within each section, predicted and true items are paired
     one to one to maximise the summed ``item_similarity``, and F1 = 2 * that sum / (predicted +
     true items). Exact items give 1 each, so an all-exact answer scores as ``item_f1`` does."""
-    from scipy.optimize import linear_sum_assignment
-
     real_truth = {s: sorted(items - {NONE_ITEM}) for s, items in truth.items()}
     real_pred = {s: sorted(pred.get(s, set()) - {NONE_ITEM}) for s in real_truth}
     n_truth = sum(len(v) for v in real_truth.values())
@@ -216,7 +215,7 @@ def soft_item_f1_of(truth: Parsed, pred: Parsed) -> float:
         sim = np.array(
             [[item_similarity(t, q) for q in pred_items] for t in true_items[:MAX_SOFT_ITEMS]]
         )
-        rows, cols = linear_sum_assignment(sim, maximize=True)
+        rows, cols = max_assignment(sim)
         matched += float(sim[rows, cols].sum())
     return 2 * matched / (n_truth + n_pred)
 

@@ -37,6 +37,11 @@ class IdmUnavailable(StartRefused, RuntimeError):
     command exits 2 with the reason)."""
 
 
+class TorchMissing(RuntimeError):
+    """A video job needs a perceptual model and this worker cannot import torch (a text and web
+    image, ``rlvr-world/reward-text``): the job gets status ``error`` with this reason."""
+
+
 class VideoModels:
     """The models video jobs use in one worker (module docstring)."""
 
@@ -100,7 +105,14 @@ class VideoModels:
         key = (metric, net)
         with self._lock:
             if key not in self._perceptual:
-                import torch
+                try:
+                    import torch
+                except ImportError as exc:
+                    raise TorchMissing(
+                        f"video scoring with {metric} needs torch, which this reward service "
+                        f"cannot import ({exc}); the text and web image (rlvr-world/reward-text) "
+                        "has none: score video with rlvr-world/reward"
+                    ) from None
 
                 from rlvr_world.rewards.perceptual import make_perceptual
 
@@ -141,6 +153,9 @@ class VideoModels:
                 states=job.states,
                 idm=self.idm,
             )
+        except TorchMissing as exc:  # the text and web image: said, no traceback
+            log.warning("%s", exc)
+            result = failed(Status.ERROR, str(exc))
         except Exception as exc:  # e.g. LPIPS weights missing: a clear error status, not a crash
             log.exception("video scoring failed")
             result = failed(Status.ERROR, f"video scoring failed: {type(exc).__name__}: {exc}")
