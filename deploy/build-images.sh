@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Build every image of the compose deployment with Podman, on a host that may reach no container
-# registry: redis, prometheus, reward, decoder, rollout, trainer (tagged rlvr-world/<role>:0.1.0).
+# registry: redis, prometheus, reward, reward-text, decoder, rollout, trainer (tagged
+# rlvr-world/<role>:0.1.0). reward-text is reward.Dockerfile with REWARD_ROLE=reward-text: the
+# text and web reward worker without torch, the perceptual models or scipy.
 #
 #   deploy/build-images.sh              # local base from debootstrap, then every image
 #   RLVR_BASE=registry deploy/build-images.sh   # bases pulled: debian:bookworm-slim, python:3.11-slim
@@ -34,7 +36,7 @@ VERSION="${RLVR_IMAGE_VERSION:-0.1.0}"
 RLVR_BASE="${RLVR_BASE:-local}"
 DEBIAN_MIRROR="${DEBIAN_MIRROR:-http://deb.debian.org/debian}"
 RLVR_BUILD_MOUNTS="${RLVR_BUILD_MOUNTS-/etc/pip.conf /etc/xdg/pip $HOME/.config/pip/pip.conf:/root/.config/pip/pip.conf /opt/wheels /opt/pypi /opt/pypi-more /etc/ssl/certs/ca-certificates.crt}"
-RLVR_BUILD_ONLY="${RLVR_BUILD_ONLY:-redis prometheus reward decoder rollout trainer}"
+RLVR_BUILD_ONLY="${RLVR_BUILD_ONLY:-redis prometheus reward reward-text decoder rollout trainer}"
 TORCH_INDEX_URL="${TORCH_INDEX_URL-https://download.pytorch.org/whl/cpu}"
 if [[ -z ${RLVR_CPU_TORCH_WHEEL+x} ]]; then
     RLVR_CPU_TORCH_WHEEL="$(compgen -G '/opt/wheels/torch-*+cpu-*.whl' | sort | tail -n 1 || true)"
@@ -175,6 +177,11 @@ main() {
                 mapfile -t args < <(reward_args)
                 build "rlvr-world/$role:$VERSION" "$DOCKER/$role.Dockerfile" "$ROOT" "${mounts[@]}" \
                     --build-arg "PYTHON_IMAGE=$PYTHON_IMAGE" "${args[@]}"
+                ;;
+            reward-text)
+                build "rlvr-world/$role:$VERSION" "$DOCKER/reward.Dockerfile" "$ROOT" "${mounts[@]}" \
+                    --build-arg "PYTHON_IMAGE=$PYTHON_IMAGE" --build-arg "TORCH_INDEX_URL=" \
+                    --build-arg "REWARD_ROLE=reward-text"
                 ;;
             decoder | rollout | trainer)
                 mapfile -t args < <(torch_args)

@@ -1,7 +1,8 @@
 """Print the pinned requirements of one image role, read from ``pyproject.toml``.
 
 ``python3 deploy/docker/requirements.py ROLE [--replace NAME=REQUIREMENT ...]`` writes one
-requirement per line: the package's core dependencies plus the role's packages, each with the pin
+requirement per line: the package's core dependencies (less the role's ``WITHOUT``) plus the
+role's packages, each with the pin
 that ``pyproject.toml`` gives it (in ``dependencies`` or any extra). The image builds install this
 list into a virtual environment and then the project itself with ``--no-deps``, so an image holds
 what its role imports and nothing else: the extras are per *feature* (``video`` carries the PushT
@@ -43,6 +44,18 @@ ROLES: dict[str, tuple[str, ...]] = {
         "pillow",
         "safetensors",
     ),
+    # The text and web reward worker (rlvr-world/reward-text): the same service without torch,
+    # the perceptual models or scipy (WITHOUT), so a replica is small and starts fast. A video
+    # request gets status error naming the full image; soft_item_f1 pairs items in numpy.
+    "reward-text": (
+        "grpcio-health-checking",
+        "grpcio-reflection",
+        "fastapi",
+        "uvicorn",
+        "httptools",
+        "prometheus-client",
+        "httpx",
+    ),
     # Text decoding needs only the tokenizer (transformers without torch); DecodeFrames needs the
     # frame tokenizer and therefore torch: the image adds it with the WITH_FRAMES build argument.
     "decoder": (
@@ -76,6 +89,9 @@ ROLES: dict[str, tuple[str, ...]] = {
         "prometheus-client",
     ),
 }
+
+#: Core dependencies a role leaves out (nothing it runs imports them).
+WITHOUT: dict[str, tuple[str, ...]] = {"reward-text": ("scipy",)}
 
 _NAME = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._-]*)")
 _TOP = re.compile(r"<=\s*([A-Za-z0-9.+!]+)")
@@ -125,6 +141,7 @@ def role_requirements(
     project = pyproject["project"]
     assert isinstance(project, dict)
     names = [normalise(_NAME.match(r).group(1)) for r in project["dependencies"]]  # type: ignore[union-attr]
+    names = [n for n in names if n not in WITHOUT.get(role, ())]
     names += [normalise(n) for n in ROLES[role]]
     unknown = sorted(set(replace) - set(names))
     if unknown:
@@ -149,6 +166,27 @@ def parse_replace(items: list[str]) -> dict[str, str]:
     return out
 
 
+def pip_check(role: str, python: str) -> int:
+    """``python -m pip check`` of an image's environment, where the only complaints allowed are
+    this project's core dependencies the role leaves out (``WITHOUT``); 0 or 1, the rest printed."""
+    import subprocess
+
+    done = subprocess.run(
+        [python, "-m", "pip", "check"], capture_output=True, text=True, check=False
+    )
+    allowed = {normalise(n) for n in WITHOUT.get(role, ())}
+    missing = re.compile(r"^rlvr-world \S+ requires ([A-Za-z0-9._-]+), which is not installed\.$")
+    rest = []
+    for line in done.stdout.splitlines():
+        match = missing.match(line.strip())
+        if match is None or normalise(match.group(1)) not in allowed:
+            rest.append(line)
+    if done.returncode != 0 and (rest or not done.stdout.strip()):
+        sys.stderr.write("\n".join(rest or [done.stderr]) + "\n")
+        return 1
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("role", choices=sorted(ROLES))
@@ -160,7 +198,14 @@ def main(argv: list[str] | None = None) -> int:
         help="swap a pin (empty REQUIREMENT: leave the package out); repeatable",
     )
     parser.add_argument("--pyproject", type=Path, default=Path("pyproject.toml"))
+    parser.add_argument(
+        "--pip-check",
+        metavar="PYTHON",
+        help="instead: pip check PYTHON's environment, allowing only the role's WITHOUT",
+    )
     args = parser.parse_args(argv)
+    if args.pip_check:
+        return pip_check(args.role, args.pip_check)
     pyproject = tomllib.loads(args.pyproject.read_text())
     sys.stdout.write(
         "\n".join(role_requirements(pyproject, args.role, parse_replace(args.replace)))

