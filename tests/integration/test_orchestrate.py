@@ -28,6 +28,7 @@ pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 REPO = Path(__file__).resolve().parents[2]
 SMOKE = REPO / "configs" / "pipeline" / "smoke.yaml"
+EVALS = ("start", "rlvr")
 ADDRESS_ENV = ("RLVR_ORCHESTRATOR_ROLLOUT", "RLVR_ORCHESTRATOR_DECODER", "RLVR_ORCHESTRATOR_REWARD")
 
 
@@ -82,9 +83,14 @@ def test_a_grpo_job_fed_against_running_services_writes_its_evaluation(tmp_path:
             )
             assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-3000:]
             assert sup.get("trainer").popen.wait(timeout=120) == 0
+            first = json.loads((out / "summary.json").read_text())
+            rows = {
+                n: (out / f"eval_{n}.jsonl").read_text().splitlines() for n in ("start", "rlvr")
+            }
+            restarted = restart(out, addrs.rollout, addrs.decoder, addrs.reward, redis.url)
     finally:
         redis.close()
-    summary = json.loads((out / "summary.json").read_text())
+    summary = first
     steps = cfg.rl.steps
     assert summary["trainer_steps"] == steps and summary["served_version"] == steps
     assert summary["pushed"] >= steps * cfg.rl.groups_per_step
@@ -94,11 +100,37 @@ def test_a_grpo_job_fed_against_running_services_writes_its_evaluation(tmp_path:
     assert head["metric"] == "exact_match" and "always_no_change" in head["baselines"]
     low, high = head["ci95_vs_start"]
     assert low <= head["rlvr_minus_start"] <= high
-    for name in ("start", "rlvr"):
-        rows = (out / f"eval_{name}.jsonl").read_text().splitlines()
-        assert len(rows) == test_items
+    assert len(rows["start"]) == len(rows["rlvr"]) == test_items
     assert summary["eval"]["rlvr"]["policy_version"] == steps
     assert f"{steps} trainer steps" in run.stdout
+    # Restarted after the trainer has published: the complete start evaluation of the first
+    # process is reused (the same headline start), a torn one is not (no headline, said why).
+    reused, skipped = restarted
+    assert reused["start_reused"] and reused["headline"]["start"] == head["start"]
+    assert reused["headline"]["n"] == test_items
+    assert "headline" not in skipped and "start_reused" not in skipped
+    assert skipped["start_skipped"] == "the trainer had published a version already"
+
+
+def restart(out: Path, rollout: str, decoder: str, reward: str, redis_url: str) -> list[dict]:
+    """Run ``orchestrate`` twice more into ``out`` as a restarted process would (the trainer has
+    published every version): with the first's evaluation files, then with a torn
+    ``eval_start.jsonl``; the two summaries."""
+    env = _env(
+        RLVR_ORCHESTRATOR_ROLLOUT=rollout,
+        RLVR_ORCHESTRATOR_DECODER=decoder,
+        RLVR_ORCHESTRATOR_REWARD=reward,
+        RLVR_REDIS_URL=redis_url,
+    )
+    summaries = []
+    for tear in (False, True):
+        if tear:
+            lines = (out / "eval_start.jsonl").read_text().splitlines()
+            (out / "eval_start.jsonl").write_text(lines[0] + "\n")
+        run = _cli(["orchestrate", str(SMOKE), "--out", str(out)], env)
+        assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-3000:]
+        summaries.append(json.loads((out / "summary.json").read_text()))
+    return summaries
 
 
 def test_no_address_is_refused_naming_each_missing_one(tmp_path: Path) -> None:

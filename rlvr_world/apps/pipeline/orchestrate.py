@@ -15,9 +15,12 @@ part of a deployment: ``rlvr-world run`` gives it.
 
 Addresses come from flags or the environment (``apps.run.endpoints``: ``RLVR_ORCHESTRATOR_*``,
 ``RLVR_REDIS_URL``); ``dns:///reward:50051`` balances over every
-replica. Credentials are the services' (``RLVR_API_TOKEN``). Restarted after a crash, it skips the
-start evaluation when the trainer has published a version already and feeds on (the stream and
-the trainer's checkpoints hold the run). What it does not do: start services, train, or SFT.
+replica. Credentials are the services' (``RLVR_API_TOKEN``). Restarted after a crash once the
+trainer has published a version, it does not evaluate the start again (the served weights are no
+longer the start's): it reuses ``eval_start.jsonl`` and ``eval_start.json`` from ``--out`` when
+they hold an answer for every held-out item, else the summary says the start was skipped and has
+no headline; then it feeds on (the stream and the trainer's checkpoints hold the run). What it
+does not do: start services, train, or SFT.
 """
 
 from __future__ import annotations
@@ -122,8 +125,24 @@ class Orchestrate:
         with (self.out / f"eval_{name}.jsonl").open("w") as fh:
             for a in answers:
                 fh.write(json.dumps(asdict(a)) + "\n")
+        (self.out / f"eval_{name}.json").write_text(json.dumps(report.to_dict()))
         self.summary.setdefault("eval", {})[name] = report.to_dict()
         logger.info("held-out %s: %s (n=%d)", name, report.to_dict()["mean_reward"], report.n)
+        return answers
+
+    def _earlier_start(self, test: list[PromptItem]) -> list[Answer] | None:
+        """The start's answers an earlier process of this run wrote, when they are complete (one
+        for every held-out item, and its report) and readable; else None."""
+        lines, report = self.out / "eval_start.jsonl", self.out / "eval_start.json"
+        try:
+            answers = [Answer(**json.loads(ln)) for ln in lines.read_text().splitlines() if ln]
+            self.summary.setdefault("eval", {})["start"] = json.loads(report.read_text())
+        except (OSError, ValueError, TypeError) as exc:  # missing, torn or foreign
+            logger.warning("no earlier start evaluation to reuse in %s (%s)", self.out, exc)
+            return None
+        if sorted(a.prompt_id for a in answers) != sorted(i.prompt_id for i in test):
+            logger.warning("the earlier start evaluation in %s is incomplete", self.out)
+            return None
         return answers
 
     async def _feed(self, redis: RedisHandle, train: list[PromptItem]) -> None:
@@ -197,6 +216,9 @@ class Orchestrate:
             answers: dict[str, list[Answer]] = {}
             if latest_version(redis.client) == 0:
                 answers["start"] = await self._evaluate("start", test)
+            elif (earlier := self._earlier_start(test)) is not None:
+                answers["start"] = earlier
+                self.summary["start_reused"] = "eval_start.jsonl of an earlier process of the run"
             else:
                 self.summary["start_skipped"] = "the trainer had published a version already"
             await self._feed(redis, train)
