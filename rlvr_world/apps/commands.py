@@ -8,6 +8,7 @@ works too.
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 import logging
 import sys
@@ -166,10 +167,29 @@ def run_run(args: argparse.Namespace) -> int:
 
 
 def _run_task(args: argparse.Namespace) -> int:
-    from rlvr_world.apps.run.configfile import parse_overrides, read_config_mapping
+    """The config checked first (every bad field, a missing or unreadable file: exit 2 with the
+    reason and no traceback), then the task's runner."""
+    import yaml
+    from pydantic import ValidationError
 
-    overrides = parse_overrides(args.overrides)
-    task = str(read_config_mapping(args.config).get("task") or "text_game")
+    from rlvr_world.apps.run.configfile import parse_overrides, read_config_mapping
+    from rlvr_world.rewards.dispatch import describe_validation_error
+
+    try:
+        overrides = parse_overrides(args.overrides)
+        task = str(read_config_mapping(args.config).get("task") or "text_game")
+        loader = CONFIG_LOADERS.get(task, CONFIG_LOADERS["text_game"])
+        module, _, name = loader.partition(":")
+        getattr(importlib.import_module(module), name)(args.config, overrides)
+    except ValidationError as exc:
+        print(
+            f"rlvr-world run: error: {args.config}: {describe_validation_error(exc)}",
+            file=sys.stderr,
+        )
+        return 2
+    except (OSError, ValueError, yaml.YAMLError) as exc:
+        print(f"rlvr-world run: error: {args.config}: {exc}", file=sys.stderr)
+        return 2
     runner = RUNNERS.get(task, run_language)  # the language pipeline validates its own task
     return runner(args.config, task, overrides)
 
@@ -353,6 +373,17 @@ def add_train_run_parser(sub: Any) -> argparse.ArgumentParser:
     parser.set_defaults(handler=_train_run)
     return parser
 
+
+#: A config's ``task`` -> the ``"module:function"`` that loads and checks it (as its runner will).
+CONFIG_LOADERS: dict[str, str] = {
+    "text_game": "rlvr_world.apps.pipeline.config:load_pipeline_config",
+    "video": "rlvr_world.apps.video.config:load_video_config",
+    "video_best_of_k": "rlvr_world.apps.video.best_of_k:load_best_of_k_config",
+    "video_sweep": "rlvr_world.apps.video.sweep:load_sweep_config",
+    "mpc": "rlvr_world.apps.mpc.config:load_mpc_config",
+    "policy_eval": "rlvr_world.apps.mpc.config:load_policy_eval_config",
+    "web_mpc": "rlvr_world.apps.mpc.web_config:load_web_mpc_config",
+}
 
 #: A config's ``task`` -> what runs it (``run_language`` for every other task: text_game, web).
 RUNNERS: dict[str, Callable[[Path, str, dict[str, Any]], int]] = {

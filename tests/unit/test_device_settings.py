@@ -270,3 +270,27 @@ def test_vllm_device_must_match_its_build() -> None:
         platform_device("cuda", on_cpu=True)
     with pytest.raises(RuntimeError, match="device cpu, but this vLLM is a CUDA build"):
         platform_device("cpu", on_cpu=False)
+
+
+@pytest.mark.parametrize(
+    ("config", "setting", "said"),
+    [
+        ("pipeline/smoke.yaml", "run.precision=fp8", "run.precision: Input should be 'auto'"),
+        ("pipeline/smoke.yaml", "rl.nosuch=1", "rl.nosuch: Extra inputs are not permitted"),
+        ("video/smoke.yaml", "rl.steps=-3", "rl.steps: Input should be greater than or equal"),
+        ("pipeline/nosuch.yaml", "run.seed=1", "No such file or directory"),
+        ("pipeline/smoke.yaml", "norun", "override 'norun' must look like section.field"),
+    ],
+)
+def test_a_bad_config_gets_exit_2_and_the_field_not_a_traceback(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], config: str, setting: str, said: str
+) -> None:
+    from rlvr_world.apps.cli import main
+
+    run_dir = tmp_path / "run"
+    args = ["run", str(REPO / "configs" / config), "--set", setting]
+    code = main([*args, "--set", f"run.run_dir={run_dir}"])
+    err = capsys.readouterr().err
+    assert code == 2 and f"rlvr-world run: error: {REPO / 'configs' / config}: " in err, err
+    assert said in err and "Traceback" not in err
+    assert not run_dir.exists()
