@@ -118,11 +118,13 @@ fuzz: $(STAMP)
 # The compose deployment for real, as root (about 25 minutes the first time on 2 cores; see
 # deploy/README.md): installs Podman and podman-compose (deploy/podman/setup.sh), builds every
 # image locally (deploy/build-images.sh), then brings the stack up, queries, scales and breaks it
-# and tears it down (tests/deploy/). Not part of `make test`, which deselects it.
+# and tears it down (tests/deploy/), and trains a whole job from the compose file alone.
+# FRESH=1 first removes every image of ours, the debootstrap base included, so the test takes
+# the path a new machine takes. Not part of `make test`, which deselects it.
 .PHONY: deploy-test
 deploy-test: $(STAMP)
 	deploy/podman/setup.sh
-	deploy/build-images.sh
+	deploy/build-images.sh $(if $(FRESH),--fresh,)
 	$(BIN)/python -m pytest -m deploy -s tests/deploy
 
 protos: $(STAMP)

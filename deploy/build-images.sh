@@ -24,6 +24,9 @@
 # pinned torch/torchvision pair from the pip index (on PyPI: the CUDA build, with its libraries).
 # Without a local CPU wheel every role takes torch from TORCH_INDEX_URL (PyTorch's CPU index).
 #
+# --fresh first removes every image of ours, the local bases included (make deploy-test FRESH=1),
+# so the build takes the path a machine that never built them takes.
+#
 # Prints one line per image: name, size, build seconds. Set RLVR_BUILD_ONLY="reward trainer" to
 # build a subset. RLVR_BUILD_ONLY=driver builds the deployment test's client image
 # (tests/deploy/driver.Dockerfile, on top of the trainer image; not among the defaults: the test
@@ -152,9 +155,28 @@ reward_args() {
 EMPTY_CONTEXT="$(mktemp -d)"
 trap 'rm -rf "$EMPTY_CONTEXT"' EXIT
 
+# remove_ours: every image named rlvr-world/* or localhost/rlvr-world/* (the bases too).
+remove_ours() {
+    local images
+    mapfile -t images < <(podman images --format '{{.Repository}}:{{.Tag}}' |
+        grep -E '^(localhost/)?rlvr-world/' || true)
+    if ((${#images[@]})); then
+        podman rmi -f "${images[@]}" >/dev/null
+    fi
+    log "--fresh: removed ${#images[@]} images of ours"
+}
+
 main() {
     local empty="$EMPTY_CONTEXT" start
     start=$(date +%s)
+    case "${1:-}" in
+        --fresh) remove_ours ;;
+        "") ;;
+        *)
+            echo "usage: build-images.sh [--fresh]" >&2
+            exit 2
+            ;;
+    esac
     if [[ $RLVR_BASE == local ]]; then
         make_debian_base
         if ! podman image exists "$PYTHON_IMAGE"; then
