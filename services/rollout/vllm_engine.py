@@ -62,6 +62,7 @@ from typing import Any, Protocol
 
 from rlvr_world.devices import check_device, device_line
 from rlvr_world.weights import ADAPTER_CONFIG
+from services.rollout import engine as checks  # the request checks both engines share
 from services.rollout.engine import (
     EngineBase,
     FinishReason,
@@ -70,9 +71,6 @@ from services.rollout.engine import (
     Sample,
     SamplingParams,
     WeightsNotFound,
-    check_generation,
-    checked_prompt_ids,
-    plan_segments,
 )
 
 log = logging.getLogger(__name__)
@@ -265,7 +263,7 @@ class VllmEngine(EngineBase):
 
     def prompt_ids(self, prompt: str | Sequence[int]) -> list[int]:
         """Token ids of the prompt; ``InvalidRequest`` names the first bad id."""
-        return checked_prompt_ids(
+        return checks.checked_prompt_ids(
             prompt,
             lambda text: self.tokenizer.encode(text, add_special_tokens=True),
             self.vocab_size,
@@ -293,8 +291,8 @@ class VllmEngine(EngineBase):
     def generate(self, prompt: str | Sequence[int], params: SamplingParams) -> Generation:
         """``GenerationEngine.generate``; a greedy request draws one sample and repeats it."""
         ids = self.prompt_ids(prompt)
-        check_generation(ids, params, self.vocab_size, self.context_length)
-        plan = plan_segments(params)
+        checks.check_generation(ids, params, self.vocab_size, self.context_length)
+        plan = checks.plan_segments(params)
         # vLLM refuses n > 1 with greedy decoding; greedy samples are identical, so draw one.
         greedy = params.temperature <= 0
         asked = replace(params, n=1) if greedy else params

@@ -23,29 +23,19 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from rlvr_world.bounded_json import has_surrogate_escape, loads_bounded, might_be_too_deep
 from rlvr_world.rewards.types import InvalidInput
 from rlvr_world.scaffold.auth import TokenGate
-from services.reward.http.protocol import (
-    ErrorOut,
-    GetRewardIn,
-    GetRewardOut,
-    ScoreBatchIn,
-    ScoreBatchOut,
-    ScoreRequestIn,
-    ScoreResponseOut,
-    SlimeRewardIn,
-    SlimeRewardOut,
-)
+from services.reward.http import protocol as api
 from services.reward.http.serving import NotScored, RewardServing
 from services.reward.metrics import RewardMetrics
 from services.reward.settings import RewardSettings
 
 NPZ_TYPE = "application/x-npz"
 _ERRORS: dict[int | str, dict[str, Any]] = {
-    401: {"model": ErrorOut, "description": "missing or wrong bearer token"},
-    413: {"model": ErrorOut, "description": "body larger than max_payload_bytes"},
+    401: {"model": api.ErrorOut, "description": "missing or wrong bearer token"},
+    413: {"model": api.ErrorOut, "description": "body larger than max_payload_bytes"},
 }
 _NOT_SCORED: dict[int | str, dict[str, Any]] = {
-    422: {"model": ErrorOut, "description": "bad request, or a label the scorer refused"},
-    503: {"model": ErrorOut, "description": "a sample not scored (status timeout or error)"},
+    422: {"model": api.ErrorOut, "description": "bad request, or a label the scorer refused"},
+    503: {"model": api.ErrorOut, "description": "a sample not scored (status timeout or error)"},
 }
 
 
@@ -64,21 +54,21 @@ router = APIRouter(responses=_ERRORS)
 probes = APIRouter()
 
 
-@router.post("/v1/score", response_model=ScoreResponseOut, response_model_exclude_none=True)
-async def score(body: ScoreRequestIn, serving: Serving) -> ScoreResponseOut:
+@router.post("/v1/score", response_model=api.ScoreResponseOut, response_model_exclude_none=True)
+async def score(body: api.ScoreRequestIn, serving: Serving) -> api.ScoreResponseOut:
     """Score one request (verl style or typed)."""
     return await serving.score(body)
 
 
-@router.post("/v1/score/batch", response_model=ScoreBatchOut, response_model_exclude_none=True)
-async def score_batch(body: ScoreBatchIn, serving: Serving) -> ScoreBatchOut:
+@router.post("/v1/score/batch", response_model=api.ScoreBatchOut, response_model_exclude_none=True)
+async def score_batch(body: api.ScoreBatchIn, serving: Serving) -> api.ScoreBatchOut:
     """Score many requests in parallel; responses in request order."""
     return await serving.score_batch(body)
 
 
 @router.post(
     "/v1/score/npz",
-    response_model=ScoreResponseOut,
+    response_model=api.ScoreResponseOut,
     response_model_exclude_none=True,
     openapi_extra={
         "requestBody": {
@@ -87,20 +77,20 @@ async def score_batch(body: ScoreBatchIn, serving: Serving) -> ScoreBatchOut:
         }
     },
 )
-async def score_npz(request: Request, serving: Serving) -> ScoreResponseOut:
+async def score_npz(request: Request, serving: Serving) -> api.ScoreResponseOut:
     """Score video frames sent as one .npz archive (frames, target_frames[, previous_frame,
     request]); see ``services.reward.http.serving``."""
     return await serving.score_npz(await request.body())
 
 
-@router.post("/get_reward", response_model=GetRewardOut, responses=_NOT_SCORED)
-async def get_reward(body: GetRewardIn, serving: Serving) -> GetRewardOut:
+@router.post("/get_reward", response_model=api.GetRewardOut, responses=_NOT_SCORED)
+async def get_reward(body: api.GetRewardIn, serving: Serving) -> api.GetRewardOut:
     """OpenRLHF remote reward model (``--remote_rm_url http://HOST:PORT/get_reward``)."""
     return await serving.get_reward(body)
 
 
-@router.post("/slime/reward", response_model=SlimeRewardOut, responses=_NOT_SCORED)
-async def slime_reward(body: SlimeRewardIn, serving: Serving) -> SlimeRewardOut:
+@router.post("/slime/reward", response_model=api.SlimeRewardOut, responses=_NOT_SCORED)
+async def slime_reward(body: api.SlimeRewardIn, serving: Serving) -> api.SlimeRewardOut:
     """slime remote reward (``--rm-type remote_rm --rm-url http://HOST:PORT/slime/reward
     --reward-key reward``): one sample per call."""
     return await serving.slime_reward(body)
@@ -112,7 +102,7 @@ async def healthz() -> dict[str, str]:
     return {"status": "ok"}
 
 
-@probes.get("/readyz", responses={503: {"model": ErrorOut}})
+@probes.get("/readyz", responses={503: {"model": api.ErrorOut}})
 async def readyz(request: Request) -> Response:
     """Readiness: every scoring process is up (one dead and being replaced: 503 "degraded") and
     the server is not shutting down."""
