@@ -43,7 +43,7 @@ TOKEN_ENV = "RLVR_API_TOKEN"
 REDIS_PASSWORD_ENV = "RLVR_REDIS_PASSWORD"
 IMAGES = [
     f"rlvr-world/{r}:{IMAGE_VERSION}"
-    for r in ("redis", "prometheus", "reward", "decoder", "rollout", "trainer")
+    for r in ("redis", "prometheus", "reward", "reward-text", "decoder", "rollout", "trainer")
 ]
 
 

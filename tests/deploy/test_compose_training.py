@@ -4,7 +4,7 @@ scale-up and -down, and loses nothing.
 ``docker-compose.yml`` under a project of its own, brought up as a user would (in the stages
 podman-compose 1.0.3 needs for want of a health-gated start): the start model of ``RUN_CONFIG``
 written by ``rlvr-world model start`` into the models folder; Redis (with its password), 2
-reward replicas, the decoder, the rollout service; the trainer (``train-run``, ``rl.steps`` =
+reward replicas of the text and web image (``rlvr-world/reward-text``), the decoder, the rollout service; the trainer (``train-run``, ``rl.steps`` =
 ``STEPS``) and the orchestrator (``orchestrate``). No test driver pushes a group. While it
 trains, one operation at a time at a rising published version: a third reward replica added, a
 reward container killed, Redis restarted, the decoder killed, the rollout container killed, the
@@ -58,6 +58,9 @@ def job(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
         env={
             "RLVR_MODELS_DIR": str(models),
             "RLVR_REWARD_REPLICAS": "2",
+            # The text and web reward image (no torch, perceptual models or scipy): the job
+            # is the text game, and a replica added mid-run starts from the small image.
+            "RLVR_REWARD_ROLE": "reward-text",
             "RLVR_REWARD_WORKERS": "1",
             "RLVR_RUN_CONFIG": RUN_CONFIG,
             "RLVR_STEPS": str(STEPS),
