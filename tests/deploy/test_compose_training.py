@@ -4,8 +4,9 @@ scale-up and -down, and loses nothing.
 ``docker-compose.yml`` under a project of its own, brought up as a user would (in the stages
 podman-compose 1.0.3 needs for want of a health-gated start): the start model of ``RUN_CONFIG``
 written by ``rlvr-world model start`` into the models folder; Redis (with its password), 2
-reward replicas of the text and web image (``rlvr-world/reward-text``), the decoder, the rollout service; the trainer (``train-run``, ``rl.steps`` =
-``STEPS``) and the orchestrator (``orchestrate``). No test driver pushes a group. While it
+reward replicas of the text and web image (``rlvr-world/reward-text``), the decoder, the
+rollout service; the trainer (``train-run``, ``rl.steps`` = ``STEPS``) and the orchestrator
+(``orchestrate``). No test driver pushes a group. While it
 trains, one operation at a time at a rising published version: a third reward replica added, a
 reward container killed, Redis restarted, the decoder killed, the rollout container killed, the
 replicas back to 2. A killed container is started again as an operator would (podman does not
