@@ -81,7 +81,7 @@ class Stack:
 
     project: str
     workdir: Path
-    env: dict[str, str] = field(default_factory=dict)
+    env: dict[str, str] = field(default_factory=dict, repr=False)  # holds the secrets
 
     @property
     def network(self) -> str:

@@ -14,8 +14,8 @@ restart a container the user killed). Then the orchestrator must exit 0 with its
 written (``summary.json`` with a headline), the trainer must have published ``STEPS`` versions,
 and the books must balance (driver ``account``): every group the orchestrator's ledger says it
 pushed is trained exactly once, dropped by the trainer with a reason, or still in the stream.
-``RLVR_DEPLOY_STEPS`` sets ``STEPS`` (default 120: enough trainer steps for the six operations
-on 2 cores).
+``RLVR_DEPLOY_STEPS`` sets ``STEPS`` (default 3,000: the smoke config's tiny model trains about 10
+steps a second here, and the six operations take a minute or two in all).
 """
 
 from __future__ import annotations
@@ -41,7 +41,7 @@ from tests.deploy.stack import (
 pytestmark = [pytest.mark.deploy, pytest.mark.timeout(3600)]
 
 RUN_CONFIG = "pipeline/smoke.yaml"
-STEPS = int(os.environ.get("RLVR_DEPLOY_STEPS", "120"))
+STEPS = int(os.environ.get("RLVR_DEPLOY_STEPS", "3000"))
 #: How long the orchestrator may take to finish after the last operation.
 FINISH_TIMEOUT_S = 1800.0
 
