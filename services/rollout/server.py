@@ -98,16 +98,20 @@ class RunningService(ServesGrpc):
         log.info("stopped")
 
 
-def make_loader(loads: WeightLoads, published: Published) -> Callable[[int, str], Awaitable[None]]:
-    """The watcher's reload: the checks and the load of ``LoadWeights``; failures are logged."""
+def make_loader(loads: WeightLoads, published: Published) -> Callable[[int, str], Awaitable[bool]]:
+    """The watcher's reload: the checks and the load of ``LoadWeights``; True when loaded,
+    False (logged) when not, and the watcher tries again later."""
 
-    async def load(version: int, path: str) -> None:
+    async def load(version: int, path: str) -> bool:
         try:
             await loads.load(version, path, published)
         except (WeightsRefused, EngineError) as exc:
             log.error("weights version %d from %s not loaded: %s", version, path, exc)
+            return False
         except Exception:  # a torn checkpoint: the previous weights stay in service
             log.exception("weights version %d from %s not loaded", version, path)
+            return False
+        return True
 
     return load
 

@@ -4,8 +4,12 @@ The trainer SETs the weights message (``rlvr_world.queue.weights``: ``{"version"
 "time"}``) under the weights key and PUBLISHes it on the weights channel. The watcher reads
 the key at start, then waits for messages on the channel and re-reads the key every ``poll_s``
 (a message missed while disconnected is caught by the next read). It reloads when the published
-version differs from the last one it handled and from the one served. A failed load is logged and
-the previous weights stay in service; the next published version is tried again. Redis being down
+version differs from the last one it loaded and from the one served. A failed load is logged, the
+previous weights stay in service, and the same version is tried again after a pause (1 s, doubling
+to 30 s) or as soon as a newer one is published: the trainer may publish nothing more until the
+rollout serves this version (its staleness gate waits for groups sampled from it), so a load that
+failed once for a passing reason (Redis or the network away for a moment) must not stall the
+run. Redis being down
 is logged and retried with backoff; it never stops the server. The password of a TCP URL comes from
 ``$RLVR_REDIS_PASSWORD`` (``rlvr_world.queue.server.redis_credentials``); a wrong one is logged
 as a refusal each time it is retried.
@@ -15,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Awaitable, Callable
 
 import redis.asyncio as aioredis
@@ -24,6 +29,9 @@ from rlvr_world.queue.server import redis_credentials
 from rlvr_world.queue.weights import WeightsMessage, parse_weights
 
 log = logging.getLogger(__name__)
+#: Pause before loading a version again after a failed load, doubling up to the maximum.
+RETRY_BASE_S = 1.0
+RETRY_MAX_S = 30.0
 
 
 class PublishedUnknown(Exception):
@@ -31,7 +39,8 @@ class PublishedUnknown(Exception):
 
 
 class WeightsWatcher:
-    """An asyncio task that calls ``load(version, path)`` for each new published version."""
+    """An asyncio task that calls ``load(version, path)`` for each new published version, again
+    after a pause while it fails (module docstring)."""
 
     def __init__(
         self,
@@ -41,14 +50,17 @@ class WeightsWatcher:
         channel: str,
         poll_s: float,
         served: Callable[[], int],
-        load: Callable[[int, str], Awaitable[None]] | None = None,
+        load: Callable[[int, str], Awaitable[bool]] | None = None,
     ) -> None:
         """``load(version, path)`` (settable after construction, before ``start``) loads one
-        published version; ``served()`` is the version in service."""
+        published version and says whether it did; ``served()`` is the version in service."""
         self.url, self.key, self.channel, self.poll_s = url, key, channel, poll_s
         self.load = load
         self._served = served
         self._handled: int | None = None
+        #: after a failed load of ``_handled``: its attempts so far and when to try again
+        self._attempts = 0
+        self._retry_at = float("inf")
         self._task: asyncio.Task[None] | None = None
 
     def start(self) -> None:
@@ -75,14 +87,28 @@ class WeightsWatcher:
         return -1 if pub is None else pub.version
 
     async def _consider(self, pub: WeightsMessage | None) -> None:
-        if pub is None or pub.version == self._handled:
+        if pub is None:
             return
-        self._handled = pub.version
+        if pub.version == self._handled and time.monotonic() < self._retry_at:
+            return
+        if pub.version != self._handled:
+            self._handled, self._attempts = pub.version, 0
+        self._retry_at = float("inf")
         if pub.version <= self._served():
             return
-        log.info("trainer published weights version %d at %s", pub.version, pub.path)
-        if self.load is not None:
-            await self.load(pub.version, pub.path)
+        if self._attempts == 0:
+            log.info("trainer published weights version %d at %s", pub.version, pub.path)
+        if self.load is None or await self.load(pub.version, pub.path):
+            return
+        self._attempts += 1
+        pause = min(RETRY_BASE_S * 2 ** (self._attempts - 1), RETRY_MAX_S)
+        self._retry_at = time.monotonic() + pause
+        log.warning(
+            "weights version %d not loaded (attempt %d); trying again in %.0f s",
+            pub.version,
+            self._attempts,
+            pause,
+        )
 
     async def _run(self) -> None:
         backoff = 0.5

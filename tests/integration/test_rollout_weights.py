@@ -172,5 +172,12 @@ def test_watcher_follows_the_trainers_published_weights(model_dir: Path, tmp_pat
                 logs.wait_for(r"ignoring malformed weights message b'not json'")
                 logs.wait_for(r"weights version 3 from /nonexistent not loaded")
                 assert stub.Info(rollout_pb2.EngineInfoRequest()).policy_version == 2
+                # A failed load is tried again after a pause, not only when the trainer
+                # publishes a newer version (it may publish nothing until this one is served).
+                logs.wait_for(r"weights version 3 not loaded \(attempt 2\); trying again in 2 s")
+                # Once the version is loadable, the next attempt serves it.
+                third = train_and_publish(3)
+                wait_for_version(stub, 3)
+                assert_logprobs_under(load_model(third), generate(stub, min_version=3))
     finally:
         redis.close()
