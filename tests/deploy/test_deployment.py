@@ -64,7 +64,11 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
             "RLVR_REWARD_REPLICAS": "3",
             "RLVR_REWARD_WORKERS": "1",
             # The driver's job pushes the groups here (the orchestrator service is not started):
-            # the trainer (train-run of the main job's config) waits for 1000 steps, as before.
+            # the trainer (train-run of the smoke config) waits for 1000 steps, as before. Not
+            # the main job's config: its trainer drops groups whose rewards all agree
+            # (skip_zero_spread, no limit), and the driver's untrained tiny policy scores 0 on
+            # every answer, so that trainer never took a step (found 2026-12-05).
+            "RLVR_RUN_CONFIG": "pipeline/smoke.yaml",
             "RLVR_STEPS": "1000",
             TOKEN_ENV: secrets.token_urlsafe(32),
             REDIS_PASSWORD_ENV: secrets.token_hex(32),
