@@ -23,18 +23,23 @@ import sys
 import tomllib
 from pathlib import Path
 
+#: The reward service itself (gRPC + HTTP gateway), text and web scoring included.
+_REWARD_SERVICE = (
+    "grpcio-health-checking",
+    "grpcio-reflection",
+    "fastapi",
+    "uvicorn",
+    "httptools",
+    "prometheus-client",
+    "httpx",
+)
+
 #: Packages each role imports beyond the core dependencies (names as pinned in pyproject.toml).
 ROLES: dict[str, tuple[str, ...]] = {
-    # gRPC + HTTP gateway; text, web and video scoring. torchvision, ipython and torchsummary are
-    # imported by stlpips-pytorch (ST-LPIPS, weights inside the wheel) and lpips.
+    # The reward service with video scoring. torchvision, ipython and torchsummary are imported
+    # by stlpips-pytorch (ST-LPIPS, weights inside the wheel) and lpips.
     "reward": (
-        "grpcio-health-checking",
-        "grpcio-reflection",
-        "fastapi",
-        "uvicorn",
-        "httptools",
-        "prometheus-client",
-        "httpx",
+        *_REWARD_SERVICE,
         "torch",
         "torchvision",
         "lpips",
@@ -47,15 +52,7 @@ ROLES: dict[str, tuple[str, ...]] = {
     # The text and web reward worker (rlvr-world/reward-text): the same service without torch,
     # the perceptual models or scipy (WITHOUT), so a replica is small and starts fast. A video
     # request gets status error naming the full image; soft_item_f1 pairs items in numpy.
-    "reward-text": (
-        "grpcio-health-checking",
-        "grpcio-reflection",
-        "fastapi",
-        "uvicorn",
-        "httptools",
-        "prometheus-client",
-        "httpx",
-    ),
+    "reward-text": _REWARD_SERVICE,
     # Text decoding needs only the tokenizer (transformers without torch); DecodeFrames needs the
     # frame tokenizer and therefore torch: the image adds it with the WITH_FRAMES build argument.
     "decoder": (
