@@ -74,6 +74,15 @@ def redis_credentials(url: str) -> dict[str, str]:
     return {"password": password}
 
 
+def shown_url(url: str) -> str:
+    """``url`` with a password it holds replaced by ``***``, for logs and errors."""
+    scheme, sep, rest = url.partition("://")
+    userinfo, at, host = rest.rpartition("@")
+    if not sep or not at or ":" not in userinfo:
+        return url
+    return f"{scheme}://{userinfo.split(':', 1)[0]}:***@{host}"
+
+
 def redis_client(url: str) -> redis.Redis:
     """A client of ``url`` that rides out a server restart (module docstring)."""
     retry = Retry(ExponentialWithJitterBackoff(base=0.05, cap=2.0), RETRY_ATTEMPTS)
@@ -307,10 +316,10 @@ def connect(run_dir: Path, url: str | None = None) -> RedisHandle:
     except redis.AuthenticationError as exc:
         given = "set" if redis_credentials(url) else "not set"
         raise RedisRefused(
-            f"redis at {url} refused this client: {exc} (${REDIS_PASSWORD_ENV} is {given}; "
-            "it must hold the server's requirepass)"
+            f"redis at {shown_url(url)} refused this client: {exc} "
+            f"(${REDIS_PASSWORD_ENV} is {given}; it must hold the server's requirepass)"
         ) from None
     finally:
         probe.close()
-    logger.info("connected to redis at %s", url)
+    logger.info("connected to redis at %s", shown_url(url))
     return RedisHandle(client=redis_client(url), url=url)

@@ -28,6 +28,7 @@ from rlvr_world.queue.server import (
     RedisRefused,
     connect,
     redis_credentials,
+    shown_url,
 )
 from rlvr_world.queue.weights import WEIGHTS_CHANNEL, WEIGHTS_KEY, publish_weights
 from services.rollout.watcher import PublishedUnknown, WeightsWatcher
@@ -116,6 +117,18 @@ def test_a_password_in_the_url_wins_over_the_environment(
         assert handle.client.ping()
     finally:
         handle.close()
+
+    wrong = locked_url.replace("redis://", "redis://:n0tThePassw0rd@")
+    with pytest.raises(RedisRefused) as err:
+        connect(tmp_path, wrong)
+    assert "n0tThePassw0rd" not in str(err.value) and "redis://:***@127.0.0.1" in str(err.value)
+
+
+def test_shown_url_hides_only_a_password() -> None:
+    assert shown_url("redis://:s3cret@redis:6379/0") == "redis://:***@redis:6379/0"
+    assert shown_url("redis://user:s3cret@redis:6379/0") == "redis://user:***@redis:6379/0"
+    assert shown_url("redis://redis:6379/0") == "redis://redis:6379/0"
+    assert shown_url("unix:///tmp/r.sock") == "unix:///tmp/r.sock"
 
 
 def test_a_unix_socket_gets_no_password(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
