@@ -22,6 +22,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import secrets
 import shutil
 import socket
 import subprocess
@@ -326,3 +327,20 @@ def published(stack: Stack) -> int:
     raw = stack.exec(stack.containers("redis")[0], "sh", "-c", get)
     message = parse_weights(raw.strip() or None)
     return 0 if message is None else message.version
+
+
+def new_stack(name: str, work: Path, **env: str) -> Stack:
+    """A project ``<name><pid>`` in ``work`` with what every deployment test stack needs: a
+    models folder the containers' user (uid 10001) may write (``RLVR_MODELS_DIR``), an API token
+    and a Redis password made for this run, and one reward scoring process per replica; ``env``
+    adds to or overrides that."""
+    models = work / "models"
+    models.mkdir()
+    os.chown(models, 10001, 10001)
+    base = {
+        "RLVR_MODELS_DIR": str(models),
+        "RLVR_REWARD_WORKERS": "1",
+        TOKEN_ENV: secrets.token_urlsafe(32),
+        REDIS_PASSWORD_ENV: secrets.token_hex(32),
+    }
+    return Stack(project=f"{name}{os.getpid()}", workdir=work, env={**base, **env})

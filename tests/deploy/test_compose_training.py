@@ -21,17 +21,15 @@ steps a second here, and the six operations take a minute or two in all).
 from __future__ import annotations
 
 import os
-import secrets
 import time
 from collections.abc import Callable, Iterator
 
 import pytest
 
 from tests.deploy.stack import (
-    REDIS_PASSWORD_ENV,
     ROOT,
-    TOKEN_ENV,
     Stack,
+    new_stack,
     preflight,
     published,
     report,
@@ -51,23 +49,15 @@ def job(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
     preflight()
     work = tmp_path_factory.mktemp("compose-job")
     models = work / "models"
-    models.mkdir()
-    os.chown(models, 10001, 10001)
-    st = Stack(
-        project=f"rlvrcomposejob{os.getpid()}",
-        workdir=work,
-        env={
-            "RLVR_MODELS_DIR": str(models),
-            "RLVR_REWARD_REPLICAS": "2",
-            # The text and web reward image (no torch, perceptual models or scipy): the job
-            # is the text game, and a replica added mid-run starts from the small image.
-            "RLVR_REWARD_ROLE": "reward-text",
-            "RLVR_REWARD_WORKERS": "1",
-            "RLVR_RUN_CONFIG": RUN_CONFIG,
-            "RLVR_STEPS": str(STEPS),
-            TOKEN_ENV: secrets.token_urlsafe(32),
-            REDIS_PASSWORD_ENV: secrets.token_hex(32),
-        },
+    st = new_stack(
+        "rlvrcomposejob",
+        work,
+        RLVR_REWARD_REPLICAS="2",
+        # The text and web reward image (no torch, perceptual models or scipy): the job is the
+        # text game, and a replica added mid-run starts from the small image.
+        RLVR_REWARD_ROLE="reward-text",
+        RLVR_RUN_CONFIG=RUN_CONFIG,
+        RLVR_STEPS=str(STEPS),
     )
     try:
         started = st.driver(

@@ -21,8 +21,6 @@ they come.
 
 from __future__ import annotations
 
-import os
-import secrets
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -31,10 +29,9 @@ import pytest
 
 from tests.deploy.stack import (
     IMAGE_VERSION,
-    REDIS_PASSWORD_ENV,
-    TOKEN_ENV,
     Stack,
     free_port,
+    new_stack,
     preflight,
     published,
     report,
@@ -53,26 +50,18 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
     preflight()
     work = tmp_path_factory.mktemp("deploy")
     models = work / "models"
-    models.mkdir()
-    os.chown(models, 10001, 10001)
-    st = Stack(
-        project=f"rlvrdeploytest{os.getpid()}",
-        workdir=work,
-        env={
-            "RLVR_MODELS_DIR": str(models),
-            "RLVR_PROMETHEUS_PORT": str(free_port()),
-            "RLVR_REWARD_REPLICAS": "3",
-            "RLVR_REWARD_WORKERS": "1",
-            # The driver's job pushes the groups here (the orchestrator service is not started):
-            # the trainer (train-run of the smoke config) waits for 1000 steps, as before. Not
-            # the main job's config: its trainer drops groups whose rewards all agree
-            # (skip_zero_spread, no limit), and the driver's untrained tiny policy scores 0 on
-            # every answer, so that trainer never took a step (found 2026-12-05).
-            "RLVR_RUN_CONFIG": "pipeline/smoke.yaml",
-            "RLVR_STEPS": "1000",
-            TOKEN_ENV: secrets.token_urlsafe(32),
-            REDIS_PASSWORD_ENV: secrets.token_hex(32),
-        },
+    st = new_stack(
+        "rlvrdeploytest",
+        work,
+        RLVR_PROMETHEUS_PORT=str(free_port()),
+        RLVR_REWARD_REPLICAS="3",
+        # The driver's job pushes the groups here (the orchestrator service is not started):
+        # the trainer (train-run of the smoke config) waits for 1000 steps, as before. Not the
+        # main job's config: its trainer drops groups whose rewards all agree (skip_zero_spread,
+        # no limit), and the driver's untrained tiny policy scores 0 on every answer, so that
+        # trainer never took a step (found 2026-12-05).
+        RLVR_RUN_CONFIG="pipeline/smoke.yaml",
+        RLVR_STEPS="1000",
     )
     try:
         report(
