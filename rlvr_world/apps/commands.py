@@ -199,21 +199,14 @@ def run_language(path: Path, task: str, overrides: dict[str, Any]) -> int:
     (``rlvr_world.apps.pipeline.runner``)."""
     from rlvr_world.apps.pipeline.config import load_pipeline_config
     from rlvr_world.apps.pipeline.runner import run_pipeline
+    from rlvr_world.apps.pipeline.tasks import task_of
 
     cfg = load_pipeline_config(path, overrides)
     summary = run_pipeline(cfg, str(path))
     evals = summary.get("eval", {})
+    recipe = task_of(cfg)
     for name, report in evals.items():
-        if cfg.task == "web":
-            print(
-                f"held-out {name}: F1 {report['mean_reward']:.3f}, "
-                f"exact {report['accuracy']:.3f} (n={report['n']})"
-            )
-            continue
-        print(
-            f"held-out {name}: exact match {report['accuracy']:.3f}, "
-            f"mean reward {report['mean_reward']:.3f} (n={report['n']})"
-        )
+        print(recipe.eval_line(name, report))
     if "headline_text" in summary:
         print(summary["headline_text"])
     print(

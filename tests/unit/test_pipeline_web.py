@@ -16,12 +16,8 @@ from rlvr_world.apps.pipeline.config import (
     load_pipeline_config,
 )
 from rlvr_world.apps.pipeline.evaluate import Answer
-from rlvr_world.apps.pipeline.results import (
-    METRICS,
-    always_no_change_f1,
-    headline,
-    no_change_rates,
-)
+from rlvr_world.apps.pipeline.results import always_no_change, headline, no_change_rates
+from rlvr_world.apps.pipeline.tasks import TASKS as LANGUAGE_TASKS
 from rlvr_world.apps.pipeline.web_data import build_web_run_items, fit_to_tokenizer
 from rlvr_world.items import PromptItem, web_item
 from rlvr_world.web.items import NO_CHANGE_ANSWER, predicts_no_change
@@ -178,9 +174,9 @@ def test_no_change_answer_and_its_f1_baseline() -> None:
     assert not predicts_no_change("None")  # no header: not an answer
     items = [_item("a", NO_CHANGE_ANSWER, False), _item("b", UPDATED, True)]
     # On b, three None predictions match the two None truths: P = 2/3, R = 2/3, F1 = 2/3.
-    assert always_no_change_f1(items, "strict") == pytest.approx(
-        {"all": (1 + 2 / 3) / 2, "unchanged": 1.0, "changed": 2 / 3}
-    )
+    web = LANGUAGE_TASKS["web"]
+    baseline = always_no_change(items, lambda i: web.no_change_reward(i, "strict"))
+    assert baseline == pytest.approx({"all": (1 + 2 / 3) / 2, "unchanged": 1.0, "changed": 2 / 3})
 
 
 def _answer(pid: str, reward: float, changed: bool, status: str = "ok") -> Answer:
@@ -191,7 +187,7 @@ def test_f1_headline_scores_partial_credit_and_splits_by_change() -> None:
     start = [_answer("a", 1.0, False), _answer("b", 0.5, True), _answer("c", 0.2, True)]
     control = [_answer("a", 1.0, False), _answer("b", 0.5, True), _answer("c", 0.9, True, "x")]
     rlvr = [_answer("a", 1.0, False), _answer("b", 0.75, True), _answer("c", 0.4, True)]
-    web = METRICS["web"]
+    web = LANGUAGE_TASKS["web"].metric
     h = headline(
         {"start": start, "control": control, "rlvr": rlvr},
         seed=2,

@@ -21,8 +21,10 @@ dispatch is), so the worker has no task branches and a new task is one new recip
   ``idm`` and ``state`` terms. Video samples never stop early.
 
 A recipe makes single attempts through ``stage(name, call)``, the worker's retrying, timed and
-ledgered wrapper; it holds no state between prompts. Not here: item building (the run code's)
-and the held-out evaluation.
+ledgered wrapper; it holds no state between prompts. This is a task's serving half; the other
+half (its items, the filter once the policy exists, the SFT length, the metric, the
+always-no-change baseline) is the task's recipe in ``apps.pipeline.tasks`` for the language
+tasks, and the video run type's own code (``apps.video``) for video.
 """
 
 from __future__ import annotations

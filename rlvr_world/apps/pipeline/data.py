@@ -16,18 +16,17 @@ paper's rows) with the configured prompt: ``compact``, ``bare`` (compact without
 paragraph) or ``paper`` (the paper's prompt, byte-equal to its verl rows, with the game's rules
 and in-context examples from ``rules_dir``).
 
-``build_run_items`` is the run's entry point: the text game here, ``task: web`` in
-``apps.pipeline.web_data``.
+``build_items_with_stats`` is the text game's entry point (its recipe in ``apps.pipeline.tasks``
+calls it); ``task: web`` builds its items in ``apps.pipeline.web_data``.
 """
 
 from __future__ import annotations
 
 import random
 from collections.abc import Callable, Iterable
-from dataclasses import asdict, dataclass
-from typing import Any
+from dataclasses import dataclass
 
-from rlvr_world.apps.pipeline.config import DataConfig, PipelineConfig
+from rlvr_world.apps.pipeline.config import DataConfig
 from rlvr_world.items import PromptItem, text_game_item
 from rlvr_world.tasks.text_game import (
     Transition,
@@ -145,15 +144,3 @@ def build_items(cfg: DataConfig, seed: int) -> tuple[list[PromptItem], list[Prom
     """``(train, test)`` prompt items (module docstring)."""
     train, test, _ = build_items_with_stats(cfg, seed)
     return train, test
-
-
-def build_run_items(
-    cfg: PipelineConfig,
-) -> tuple[list[PromptItem], list[PromptItem], dict[str, Any]]:
-    """``(train, test, data report)`` of the run's task, seeded by ``run.seed``."""
-    if cfg.task == "web":
-        from rlvr_world.apps.pipeline.web_data import build_web_run_items
-
-        return build_web_run_items(cfg.web_data, cfg.run.seed)
-    train, test, stats = build_items_with_stats(cfg.text_data, cfg.run.seed)
-    return train, test, asdict(stats)

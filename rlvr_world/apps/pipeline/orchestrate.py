@@ -42,9 +42,9 @@ from rlvr_world.apps.orchestrator.ledger import Ledger
 from rlvr_world.apps.orchestrator.metrics import OrchestratorMetrics
 from rlvr_world.apps.orchestrator.worker import Orchestrator
 from rlvr_world.apps.pipeline.config import PipelineConfig, load_pipeline_config
-from rlvr_world.apps.pipeline.data import build_run_items
 from rlvr_world.apps.pipeline.evaluate import Answer, evaluate_served
-from rlvr_world.apps.pipeline.results import METRICS, aligned_scores, always_no_change
+from rlvr_world.apps.pipeline.results import aligned_scores, always_no_change
+from rlvr_world.apps.pipeline.tasks import TASKS, task_of
 from rlvr_world.apps.run.configfile import parse_overrides, read_config_mapping
 from rlvr_world.apps.run.endpoints import Endpoints, endpoints
 from rlvr_world.apps.run.grpo import orchestrator_config, requests_forever, trainer_config
@@ -59,9 +59,6 @@ from rlvr_world.wire.services import ServiceClients
 
 logger = logging.getLogger(__name__)
 
-#: The tasks this command feeds (their items and metrics are ``apps.pipeline``'s).
-TASKS = ("text_game", "web")
-
 
 class OrchestrateError(RuntimeError):
     """What stops ``orchestrate`` before or instead of training, with the reason."""
@@ -70,7 +67,7 @@ class OrchestrateError(RuntimeError):
 def load_config(path: Path, overrides: dict[str, Any]) -> PipelineConfig:
     """The run's config; ``OrchestrateError`` for a task this command does not feed."""
     task = str(read_config_mapping(path).get("task") or "text_game")
-    if task not in TASKS:
+    if task not in TASKS:  # the language tasks (their recipes: apps.pipeline.tasks)
         raise OrchestrateError(
             f"{path}: task {task!r}; orchestrate feeds {' and '.join(TASKS)} runs "
             f"(run this config with `rlvr-world run {path}`)"
@@ -195,17 +192,15 @@ class Orchestrate:
     async def run(self) -> dict[str, Any]:
         """Everything of the module docstring; the summary (also in ``summary.json``)."""
         t0 = time.perf_counter()
-        train, test, stats = build_run_items(self.cfg)
-        if self.cfg.task == "web":  # the run's token-length filter, with the served tokenizer
-            from rlvr_world.apps.pipeline.web_data import fit_run_items
-
+        task = task_of(self.cfg)
+        train, test, stats = task.items(self.cfg)
+        if task.fit_needs_policy:  # e.g. the web's token-length filter, by the served tokenizer
             if self.cfg.model.path is None:
                 raise OrchestrateError(
-                    "a web run needs the policy's folder for its token-length filter: "
+                    f"a {task.name} run needs the policy's folder to filter its items: "
                     "--set model.path=DIR (the folder the rollout service serves)"
                 )
-            limit = self.cfg.web_data.max_tokens
-            train, test, stats = fit_run_items(self.cfg.model.path, train, test, stats, limit)
+            train, test, stats = task.fit(self.cfg, self.cfg.model.path, (train, test, stats))
         self.summary["data"] = {"train": len(train), "test": len(test), **stats}
         await wait_healthy(self.ends, self.cfg.run.service_start_timeout_s)
         try:
@@ -234,10 +229,11 @@ class Orchestrate:
         return self.summary
 
     def _headline(self, answers: dict[str, list[Answer]], test: list[PromptItem]) -> dict[str, Any]:
-        metric = METRICS[self.cfg.task]
+        task, variant = task_of(self.cfg), self.cfg.rl.reward_variant
+        metric = task.metric
         _, scores, _ = aligned_scores(answers, metric.per_item)
         diff = paired_bootstrap(scores["rlvr"], scores["start"])
-        baseline = always_no_change(test, self.cfg.task, self.cfg.rl.reward_variant)
+        baseline = always_no_change(test, lambda i: task.no_change_reward(i, variant))
         return {
             "metric": metric.name,
             "n": diff.n,

@@ -32,7 +32,8 @@ from typing import Any
 import numpy as np
 
 from rlvr_world.apps.pipeline.evaluate import Answer
-from rlvr_world.apps.pipeline.results import METRICS, MODELS, Metric
+from rlvr_world.apps.pipeline.results import MODELS, Metric
+from rlvr_world.apps.pipeline.tasks import metric_named
 from rlvr_world.stats import PoolError, build_headline, describe, t_interval
 
 
@@ -77,7 +78,7 @@ def pool_runs(run_dirs: Sequence[Path]) -> dict[str, Any]:
         if seed in seeds:
             raise PoolError(f"{run_dir}: seed {seed} is already in the pool")
         seeds.append(seed)
-    metric = next((m for m in METRICS.values() if m.name == first["metric"]), None)
+    metric = metric_named(first["metric"])
     if metric is None:
         raise PoolError(f"{run_dirs[0]}: metric {first['metric']!r} is not a language metric")
     by_run = [{m: {a.prompt_id: a for a in rows[m]} for m in MODELS} for _, _, rows in runs]

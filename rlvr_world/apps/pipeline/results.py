@@ -1,16 +1,17 @@
 """From held-out answers to the run's headline: the per-item metric of the start, the control and
 the RLVR model on the same items, compared with paired bootstrap intervals (``rlvr_world.stats``).
 
-The metric is the task's (``METRICS``): exact match for the text game (binary reward 1 with status
-ok), F1 for the web (the web scorer's reward; a non-ok status counts 0). An item every model
-answered is compared; an item whose evaluation failed for some model (after the retries) is left
-out for all of them and counted, never scored as wrong. The split is the gold label: ``changed``
-or ``unchanged`` transitions. The no-change diagnostic (the share of answers that predict "nothing
+The metric is the task's (``EXACT_MATCH``, ``WEB_F1``, chosen by the task's recipe in
+``apps.pipeline.tasks``): exact match for the text game (binary reward 1 with status ok), F1 for
+the web (the web scorer's reward; a non-ok status counts 0). An item every model answered is
+compared; an item whose evaluation failed for some model (after the retries) is left out for all
+of them and counted, never scored as wrong. The split is the gold label: ``changed`` or
+``unchanged`` transitions. The no-change diagnostic (the share of answers that predict "nothing
 changes", next to the true unchanged share) has one predicate per task; the headline also carries
-the score of always answering "nothing changes" (``always_no_change``: F1 for the web, exact match
-for the text game, by the same scorers), the score of that degenerate policy. Also the
-train-reward summary the issue's acceptance reads: the mean train reward of the first and of the
-last ten GRPO steps.
+the score of always answering "nothing changes" (``always_no_change`` of the task's scores: F1 for
+the web, exact match for the text game, by the same scorers), the score of that degenerate
+policy. Also the train-reward summary the issue's acceptance reads: the mean train reward of the
+first and of the last ten GRPO steps.
 """
 
 from __future__ import annotations
@@ -21,11 +22,8 @@ from typing import Any
 
 from rlvr_world.apps.pipeline.evaluate import Answer
 from rlvr_world.items import PromptItem, diff_answer
-from rlvr_world.rewards.text_game import score_text_game
 from rlvr_world.rewards.text_game.extract import ParseFailure, strict_parse
-from rlvr_world.rewards.web import score_web
 from rlvr_world.stats import Headline, build_headline, describe
-from rlvr_world.web.items import NO_CHANGE_ANSWER
 from rlvr_world.web.items import predicts_no_change as web_predicts_no_change
 
 MODELS = ("start", "control", "rlvr")
@@ -63,11 +61,10 @@ def predicts_no_change(text: str) -> bool:
     return answer["modified"] == [] and answer["removed"] == [] and not answer.get("score")
 
 
-#: task -> its metric. Explicit on purpose: no registry.
-METRICS: dict[str, Metric] = {
-    "text_game": Metric("exact_match", "exact match", exact, "accuracy", predicts_no_change),
-    "web": Metric("f1", "F1", f1, "mean_reward", web_predicts_no_change),
-}
+#: The text game's metric: exact match of the state diff.
+EXACT_MATCH = Metric("exact_match", "exact match", exact, "accuracy", predicts_no_change)
+#: The web's metric: F1 of the accessibility-tree items.
+WEB_F1 = Metric("f1", "F1", f1, "mean_reward", web_predicts_no_change)
 
 
 def aligned_scores(
@@ -91,7 +88,7 @@ def headline(
     answers: Mapping[str, Sequence[Answer]],
     seed: int,
     budget: str,
-    metric: Metric = METRICS["text_game"],
+    metric: Metric = EXACT_MATCH,
     baselines: Mapping[str, float] | None = None,
 ) -> Headline:
     """The headline of a language run from the three models' answers (module docstring)."""
@@ -113,31 +110,22 @@ def headline(
 
 def text_headline(answers: Mapping[str, Sequence[Answer]], seed: int, budget: str) -> Headline:
     """The headline of a text-game run (exact match)."""
-    return headline(answers, seed, budget, METRICS["text_game"])
+    return headline(answers, seed, budget, EXACT_MATCH)
 
 
 #: The text-game answer "nothing changes" (what ``predicts_no_change`` recognises).
 TEXT_NO_CHANGE_ANSWER = diff_answer({"modified": [], "removed": [], "score": {}})
 
 
-def always_no_change_f1(items: Sequence[PromptItem], variant: str) -> dict[str, float]:
-    """Mean F1 of answering "nothing changes" (``NO_CHANGE_ANSWER``) on every web item: over
-    all of them, the unchanged and the changed ones (the score of the degenerate policy)."""
-    return always_no_change(items, "web", variant)
-
-
-def always_no_change(items: Sequence[PromptItem], task: str, variant: str) -> dict[str, float]:
-    """The task's metric (web F1, text-game exact match) of answering "nothing changes" on every
-    item, scored by the real scorer: over all items, the unchanged and the changed ones."""
+def always_no_change(
+    items: Sequence[PromptItem], no_change_reward: Callable[[PromptItem], float]
+) -> dict[str, float]:
+    """The mean of ``no_change_reward`` (a task's metric of answering "nothing changes",
+    ``LanguageTask.no_change_reward``) over all items, the unchanged and the changed ones: the
+    score of the degenerate policy."""
     rows: dict[str, list[float]] = {"all": [], "unchanged": [], "changed": []}
     for item in items:
-        if task == "web":
-            result = score_web(NO_CHANGE_ANSWER, item.ground_truth, variant=variant)
-        else:
-            result = score_text_game(
-                TEXT_NO_CHANGE_ANSWER, item.ground_truth, item.extra_info, variant=variant
-            )
-        value = result.reward if result.ok else 0.0
+        value = no_change_reward(item)
         rows["all"].append(value)
         rows["changed" if item.changed else "unchanged"].append(value)
     return {k: sum(v) / len(v) if v else 0.0 for k, v in rows.items()}
@@ -172,23 +160,20 @@ def reward_trend(steps: Sequence[Mapping[str, Any]], window: int = 10) -> dict[s
 
 def headline_summary(
     answers: Mapping[str, Sequence[Answer]],
-    test_items: Sequence[PromptItem],
-    task_variant: tuple[str, str],
+    baseline: Mapping[str, float],
     *,
     seed: int,
     budget: str,
     metric: Metric,
 ) -> dict[str, Any]:
-    """A run's ``headline``, ``headline_text`` and ``no_change_answers`` (with the
-    always-no-change baseline of the held-out items, ``always_no_change``)."""
-    task, variant = task_variant
-    baseline = always_no_change(test_items, task, variant)
+    """A run's ``headline``, ``headline_text`` and ``no_change_answers`` (with ``baseline``, the
+    always-no-change scores of the held-out items, ``always_no_change``)."""
     head = headline(answers, seed, budget, metric, baselines={"always_no_change": baseline["all"]})
     unchanged = sum(1 for a in answers["start"] if a.changed is False)
     no_change = {
         **no_change_rates(answers, metric.no_change),
         "true_unchanged_share": unchanged / max(len(answers["start"]), 1),
-        "always_no_change": baseline,
+        "always_no_change": dict(baseline),
     }
     return {
         "headline": head.to_dict(),

@@ -17,9 +17,9 @@ evaluated (*RLVR*). Then the *control*: SFT continued from the start for GRPO's 
 took, or as long as GRPO ran), served
 by a second rollout service and evaluated on the same items. The headline compares
 the three with paired bootstrap intervals (``apps.pipeline.results``); the report plots the train
-reward, the diagnostics and the held-out curve. The task decides the data
-(``apps.pipeline.data.build_run_items``) and the metric (``apps.pipeline.results.METRICS``); a
-web run also filters its items by the policy's tokens once the tokenizer exists.
+reward, the diagnostics and the held-out curve. The task's recipe
+(``apps.pipeline.tasks``) decides the data, the filter once the policy's tokenizer exists (a web
+run's token lengths), the metric and the always-no-change baseline.
 
 Run directory: ``data/`` (items), ``model/`` (base, sft, control), ``redis/``, ``logs/`` (one per
 process), ``trainer/`` (checkpoints, ``train_log.jsonl``), ``ledger.jsonl``,
@@ -55,10 +55,10 @@ import yaml
 from rlvr_world.apps.memory import PeakRss
 from rlvr_world.apps.orchestrator.worker import RunStats
 from rlvr_world.apps.pipeline.config import PipelineConfig
-from rlvr_world.apps.pipeline.data import build_run_items
 from rlvr_world.apps.pipeline.evaluate import Answer, EvalReport, evaluate_served
 from rlvr_world.apps.pipeline.report import plot_curve, write_report
-from rlvr_world.apps.pipeline.results import METRICS, headline_summary, reward_trend
+from rlvr_world.apps.pipeline.results import always_no_change, headline_summary, reward_trend
+from rlvr_world.apps.pipeline.tasks import task_of
 from rlvr_world.apps.run.grpo import (
     first_request_time,
     orchestrator_config,
@@ -106,7 +106,8 @@ class PipelineRun:
         self.answers: dict[str, list[Answer]] = {}
         self.evals: dict[str, dict[str, Any]] = {}
         self.curve: list[dict[str, Any]] = []
-        self.metric = METRICS[cfg.task]
+        self.task = task_of(cfg)
+        self.metric = self.task.metric
         self.test_items: list[PromptItem] = []
         self.marks: dict[str, float | None] = {}  # wall-clock times of the start-up's steps
         #: Where each phase and process ran (``summary["devices"]``).
@@ -117,13 +118,9 @@ class PipelineRun:
 
     def prepare(self) -> tuple[list[PromptItem], list[PromptItem], Path]:
         """Items, the model directory (tiny built here), and SFT when configured."""
-        train, test, stats = build_run_items(self.cfg)
+        train, test, stats = self.task.items(self.cfg)
         model = self._base_model(train + test)
-        if self.cfg.task == "web":
-            from rlvr_world.apps.pipeline.web_data import fit_run_items
-
-            limit = self.cfg.web_data.max_tokens
-            train, test, stats = fit_run_items(model, train, test, stats, limit)
+        train, test, stats = self.task.fit(self.cfg, model, (train, test, stats))
         save_items(train, self.run_dir / "data" / "train.jsonl")
         save_items(test, self.run_dir / "data" / "test.jsonl")
         self.test_items = test
@@ -475,10 +472,10 @@ class PipelineRun:
         """The headline and the no-change diagnostic into the summary
         (``results.headline_summary``)."""
         c = self.cfg
+        variant = c.rl.reward_variant
         self.summary |= headline_summary(
             self.answers,
-            self.test_items,
-            (c.task, c.rl.reward_variant),
+            always_no_change(self.test_items, lambda i: self.task.no_change_reward(i, variant)),
             seed=self.seed,
             budget=c.control.budget,
             metric=self.metric,

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from rlvr_world.apps.pipeline.config import PipelineConfig
+from rlvr_world.apps.pipeline.tasks import task_of
 from rlvr_world.devices import Placement
 from rlvr_world.items import PromptItem
 from rlvr_world.runlog import JsonlLog
@@ -40,7 +41,7 @@ def run_sft_phase(
     s = cfg.sft
     name = out.name
     train, heldout = items
-    budget.setdefault("max_length", cfg.web_data.max_tokens if cfg.task == "web" else s.max_length)
+    budget.setdefault("max_length", task_of(cfg).sft_max_length(cfg))
     sft_cfg = SftConfig(
         epochs=budget.pop("epochs", s.epochs),
         lr=budget.pop("lr", s.lr),
