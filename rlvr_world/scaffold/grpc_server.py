@@ -11,6 +11,10 @@ then health goes NOT_SERVING, the calls already running are waited for up to the
 and only then is the server stopped (whatever is left after the grace is cancelled). Stopping the
 server at once with a grace period instead cancelled calls that had arrived but were not yet
 handed to the servicer.
+
+``ServesGrpc`` is the base of every service's ``RunningService``: its ``stop(grace_s)`` resolves the
+grace period, logs, and runs the service's ``drain`` (the endpoint's drain and the service's own
+resources, in the order the service documents there).
 """
 
 from __future__ import annotations
@@ -139,9 +143,24 @@ class GrpcEndpoint:
 
 
 class ServesGrpc:
-    """The address properties every service's ``RunningService`` shares (it has ``endpoint``)."""
+    """What every service's ``RunningService`` shares (it has ``settings`` and ``endpoint``): the
+    address properties and ``stop``; the service writes its drain order in ``drain``."""
 
+    settings: ServiceSettings
     endpoint: GrpcEndpoint
+
+    async def stop(self, grace_s: float | None = None) -> None:
+        """Drain: refuse new work, let in-flight calls finish within the grace period, stop.
+        ``grace_s`` None: ``settings.grace_s``. Logged under the service's own module."""
+        grace = self.settings.grace_s if grace_s is None else grace_s
+        service_log = logging.getLogger(type(self).__module__)
+        service_log.info("draining (grace %.1fs)", grace)
+        await self.drain(grace)
+        service_log.info("stopped")
+
+    async def drain(self, grace_s: float) -> None:
+        """The service's drain, in its order; here only the gRPC endpoint's (``GrpcEndpoint``)."""
+        await self.endpoint.drain(grace_s)
 
     @property
     def grpc_port(self) -> int:

@@ -5,8 +5,8 @@
 ``<prefix>_<tokens_name>_total`` (tokens counted from each successful request/response pair by
 ``count_tokens``). ``interceptor()`` observes every unary-unary call of a ``grpc.aio`` server
 without touching the servicer; ``start_http(host, port)`` serves ``/metrics`` from a daemon thread
-(port 0 picks a free port). Used by the rollout and decoder services; the reward service has its
-own, richer metrics.
+(port 0 picks a free port; the port is ``settings.GrpcMetricsSettings.metrics_port``). Used by the
+rollout and decoder services; the reward service has its own, richer metrics.
 """
 
 from __future__ import annotations
@@ -69,8 +69,11 @@ class GrpcMetrics:
         """A server interceptor that observes every unary-unary call (others pass untouched)."""
         return _MetricsInterceptor(self)
 
-    def start_http(self, host: str, port: int) -> tuple[WSGIServer, int]:
-        """Serve ``/metrics`` on ``host:port`` from a daemon thread; the server and bound port."""
+    def start_http(self, host: str, port: int | None) -> tuple[WSGIServer | None, int | None]:
+        """Serve ``/metrics`` on ``host:port`` from a daemon thread; the server and bound port.
+        ``port`` None (a service's ``metrics_port`` unset): no server, ``(None, None)``."""
+        if port is None:
+            return None, None
         server, _thread = start_http_server(port, addr=host, registry=self.registry)
         return server, int(server.server_port)
 

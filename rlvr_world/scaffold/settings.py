@@ -1,7 +1,8 @@
 """Settings every service shares, and the rule for binding beyond loopback.
 
 ``ServiceSettings`` is the base of each service's pydantic-settings class (which sets its own
-``env_prefix``, e.g. ``RLVR_REWARD_``). Credentials:
+``env_prefix``, e.g. ``RLVR_REWARD_``); ``GrpcMetricsSettings`` adds ``metrics_port`` for the
+services whose metrics have a port of their own. Credentials:
 
 - ``api_token``: clients must send ``authorization: Bearer <token>``; unset, the shared
   ``RLVR_API_TOKEN`` applies (one variable for a whole local stack);
@@ -127,3 +128,16 @@ class ServiceSettings(BaseSettings):
             service,
             self.host,
         )
+
+
+class GrpcMetricsSettings(ServiceSettings):
+    """``ServiceSettings`` plus the port of the service's ``/metrics`` server
+    (``scaffold.metrics.GrpcMetrics``): the decoder and rollout services. The reward service
+    serves its metrics on its HTTP gateway instead."""
+
+    metrics_port: int | None = Field(
+        default=None,
+        ge=0,
+        le=65535,
+        description="serve Prometheus /metrics on this port (0: a free one; unset: off)",
+    )

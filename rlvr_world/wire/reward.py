@@ -25,7 +25,6 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import random
 import time
 from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -36,6 +35,7 @@ import grpc
 import numpy as np
 from google.protobuf.message import Message
 
+from rlvr_world.backoff import Backoff
 from rlvr_world.rewards.dispatch import task_of
 from rlvr_world.rewards.types import InvalidInput, RewardResult, Status, failed
 from rlvr_world.scaffold.client_auth import ClientAuth
@@ -64,18 +64,14 @@ class RewardServiceUnavailable(ConnectionError):
 
 
 @dataclass(frozen=True)
-class RetryPolicy:
-    """Exponential backoff: ``initial_s * multiplier**k``, capped, with +-50% jitter."""
+class RetryPolicy(Backoff):
+    """The client's ``Backoff`` (``rlvr_world.backoff``): tighter defaults than the orchestrator's,
+    as a scoring call is waited on; +-50% jitter."""
 
     attempts: int = 5
     initial_s: float = 0.05
-    multiplier: float = 2.0
     max_s: float = 2.0
-
-    def delay(self, attempt: int) -> float:
-        """Seconds to wait before retry ``attempt`` (0-based), jittered."""
-        base = min(self.max_s, self.initial_s * self.multiplier**attempt)
-        return base * random.uniform(0.5, 1.5)
+    jitter: float = 0.5
 
 
 def split_addresses(address: str | Sequence[str]) -> list[str]:
@@ -251,6 +247,14 @@ class _Base(Generic[C]):
             raise err
         return err
 
+    def _retry_wait(self, attempt: int) -> float | None:
+        """Seconds to wait after failed try ``attempt`` (0-based) before the next, counted in
+        ``retries``; None when it was the last try."""
+        if attempt + 1 >= self.retry.attempts:
+            return None
+        self.retries += 1
+        return self.retry.delay(attempt)
+
 
 class RewardClient(_Base[grpc.Channel]):
     """Blocking client; thread-safe (gRPC channels are)."""
@@ -274,9 +278,8 @@ class RewardClient(_Base[grpc.Channel]):
                 return reply
             except grpc.RpcError as err:
                 last = self._verdict(err)
-            if attempt + 1 < self.retry.attempts:
-                self.retries += 1
-                time.sleep(self.retry.delay(attempt))
+            if (wait := self._retry_wait(attempt)) is not None:
+                time.sleep(wait)
         raise RewardServiceUnavailable(self.addresses, self.retry.attempts, last)
 
     def score(self, request: reward_pb2.ScoreRequest) -> RewardResult:
@@ -345,9 +348,8 @@ class AsyncRewardClient(_Base[grpc.aio.Channel]):
                 return reply
             except grpc.RpcError as err:
                 last = self._verdict(err)
-            if attempt + 1 < self.retry.attempts:
-                self.retries += 1
-                await asyncio.sleep(self.retry.delay(attempt))
+            if (wait := self._retry_wait(attempt)) is not None:
+                await asyncio.sleep(wait)
         raise RewardServiceUnavailable(self.addresses, self.retry.attempts, last)
 
     async def score(self, request: reward_pb2.ScoreRequest) -> RewardResult:

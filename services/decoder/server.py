@@ -37,14 +37,11 @@ class RunningService(ServesGrpc):
     metrics_port: int | None = None
     frames: FrameDecoder | None = None
 
-    async def stop(self, grace_s: float | None = None) -> None:
-        """Drain: refuse new work, let in-flight calls finish within the grace period, stop."""
-        grace = self.settings.grace_s if grace_s is None else grace_s
-        log.info("draining (grace %.1fs)", grace)
-        await self.endpoint.drain(grace)
+    async def drain(self, grace_s: float) -> None:
+        """``stop``'s drain: the gRPC endpoint, then the metrics server."""
+        await self.endpoint.drain(grace_s)
         if self.metrics_http is not None:
             self.metrics_http.shutdown()
-        log.info("stopped")
 
 
 async def start_service(settings: DecoderSettings) -> RunningService:
@@ -67,9 +64,7 @@ async def start_service(settings: DecoderSettings) -> RunningService:
         )
     metrics = decoder_metrics()
     endpoint = create_server(settings, decoder, (metrics.interceptor(),), frames)
-    metrics_http, metrics_port = None, None
-    if settings.metrics_port is not None:
-        metrics_http, metrics_port = metrics.start_http(settings.host, settings.metrics_port)
+    metrics_http, metrics_port = metrics.start_http(settings.host, settings.metrics_port)
     await endpoint.start()
     log.info(
         "decoder service ready: gRPC %s, metrics port %s, auth %s, tokenizer %s (%d ids), "

@@ -10,10 +10,10 @@ from pydantic import Field
 from pydantic_settings import SettingsConfigDict
 
 from rlvr_world.devices import DeviceName
-from rlvr_world.scaffold.settings import ServiceSettings
+from rlvr_world.scaffold.settings import GrpcMetricsSettings
 
 
-class DecoderSettings(ServiceSettings):
+class DecoderSettings(GrpcMetricsSettings):
     """One decoder server: a tokenizer behind gRPC."""
 
     model_config = SettingsConfigDict(env_prefix="RLVR_DECODER_", extra="ignore")
@@ -34,10 +34,4 @@ class DecoderSettings(ServiceSettings):
         "sees a GPU), cpu, cuda or cuda:N (text decoding uses none)",
     )
     grpc_port: int = Field(default=50062, ge=0, le=65535, description="0 picks a free port")
-    metrics_port: int | None = Field(
-        default=None,
-        ge=0,
-        le=65535,
-        description="serve Prometheus /metrics on this port (0: a free one; unset: off)",
-    )
     max_batch: int = Field(default=4096, ge=1, le=1_000_000, description="requests per batch")

@@ -74,16 +74,13 @@ class RunningService(ServesGrpc):
         scheme = "https" if self.settings.tls_cert is not None else "http"
         return f"{scheme}://{self.settings.host}:{self.http_port}"
 
-    async def stop(self, grace_s: float | None = None) -> None:
-        """Drain: refuse new work, let in-flight calls finish within the grace period, stop."""
-        grace = self.settings.grace_s if grace_s is None else grace_s
-        log.info("draining (grace %.1fs)", grace)
+    async def drain(self, grace_s: float) -> None:
+        """``stop``'s drain: ``/readyz`` 503, both servers drain together, then the pool."""
         self.app.state.draining = True
-        self.http.config.timeout_graceful_shutdown = max(1, round(grace))
+        self.http.config.timeout_graceful_shutdown = max(1, round(grace_s))
         self.http.should_exit = True
-        await asyncio.gather(self.endpoint.drain(grace), self.http_task)
+        await asyncio.gather(self.endpoint.drain(grace_s), self.http_task)
         await asyncio.get_running_loop().run_in_executor(None, self.engine.close)
-        log.info("stopped")
 
 
 def health_follower(endpoint: GrpcEndpoint) -> Callable[[bool], None]:

@@ -84,18 +84,16 @@ class RunningService(ServesGrpc):
     metrics_http: WSGIServer | None = None
     metrics_port: int | None = None
 
-    async def stop(self, grace_s: float | None = None) -> None:
-        """Drain: refuse new work, let in-flight calls finish within the grace period, stop."""
-        grace = self.settings.grace_s if grace_s is None else grace_s
-        log.info("draining (grace %.1fs)", grace)
+    async def drain(self, grace_s: float) -> None:
+        """``stop``'s drain: the watcher (no reload mid-drain), the gRPC endpoint, the engine
+        threads and the engine, then the metrics server."""
         if self.watcher is not None:
             await self.watcher.stop()
-        await self.endpoint.drain(grace)
+        await self.endpoint.drain(grace_s)
         self.executor.shutdown(wait=True, cancel_futures=True)
         self.engine.close()
         if self.metrics_http is not None:
             self.metrics_http.shutdown()
-        log.info("stopped")
 
 
 def make_loader(loads: WeightLoads, published: Published) -> Callable[[int, str], Awaitable[bool]]:
@@ -162,9 +160,7 @@ async def start_service(
         interceptors=(metrics.interceptor(),),
         published=published_of(watcher),
     )
-    metrics_http, metrics_port = None, None
-    if settings.metrics_port is not None:
-        metrics_http, metrics_port = metrics.start_http(settings.host, settings.metrics_port)
+    metrics_http, metrics_port = metrics.start_http(settings.host, settings.metrics_port)
     await endpoint.start()
     if watcher is not None:
         watcher.start()

@@ -17,10 +17,10 @@ from pydantic_settings import NoDecode, SettingsConfigDict
 
 from rlvr_world.devices import DeviceName
 from rlvr_world.queue.weights import WEIGHTS_CHANNEL, WEIGHTS_KEY
-from rlvr_world.scaffold.settings import ServiceSettings
+from rlvr_world.scaffold.settings import GrpcMetricsSettings
 
 
-class RolloutSettings(ServiceSettings):
+class RolloutSettings(GrpcMetricsSettings):
     """One rollout server: a generation engine behind gRPC, optionally following the trainer."""
 
     model_config = SettingsConfigDict(env_prefix="RLVR_ROLLOUT_", extra="ignore")
@@ -63,12 +63,6 @@ class RolloutSettings(ServiceSettings):
         "(0: one request at a time)",
     )
     grpc_port: int = Field(default=50061, ge=0, le=65535, description="0 picks a free port")
-    metrics_port: int | None = Field(
-        default=None,
-        ge=0,
-        le=65535,
-        description="serve Prometheus /metrics on this port (0: a free one; unset: off)",
-    )
     max_n: int = Field(default=64, ge=1, le=4096, description="most samples per prompt")
     max_tokens: int = Field(default=4096, ge=1, le=1_000_000, description="most new tokens")
     max_prompt_tokens: int = Field(

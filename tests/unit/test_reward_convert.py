@@ -7,6 +7,7 @@ import argparse
 import numpy as np
 import pytest
 
+from rlvr_world.backoff import Backoff
 from rlvr_world.client import RetryPolicy, split_addresses, verl_request
 from rlvr_world.rewards.dispatch import score_mapping
 from rlvr_world.rewards.types import InvalidInput, RewardResult, Status
@@ -95,6 +96,15 @@ def test_client_address_parsing_and_backoff() -> None:
     assert 0.15 <= policy.delay(5) <= 0.45
     with pytest.raises(InvalidInput, match="data_source: unknown 'chess'"):
         verl_request({"data_source": "chess", "solution_str": "", "ground_truth": ""})
+
+
+def test_the_client_and_the_orchestrator_share_one_backoff_with_their_own_defaults() -> None:
+    client, orchestrator = RetryPolicy(), Backoff()
+    assert isinstance(client, Backoff)
+    assert (client.attempts, client.initial_s, client.multiplier, client.max_s) == (5, 0.05, 2, 2)
+    assert client.jitter == 0.5  # the client's +-50%
+    assert (orchestrator.attempts, orchestrator.initial_s, orchestrator.max_s) == (8, 0.2, 5.0)
+    assert orchestrator.jitter == 0.25
 
 
 def test_settings_from_env_and_tls_pair(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -4,14 +4,18 @@ the client credentials."""
 from __future__ import annotations
 
 import argparse
+import asyncio
 import logging
 from pathlib import Path
 
 import pytest
+from pydantic import ValidationError
 
 from rlvr_world.scaffold.auth import bearer_matches
 from rlvr_world.scaffold.cli import COMMON_OPTIONS
 from rlvr_world.scaffold.client_auth import ClientAuth, ensure_local_token
+from rlvr_world.scaffold.grpc_server import ServesGrpc
+from rlvr_world.scaffold.metrics import GrpcMetrics
 from rlvr_world.scaffold.settings import InsecureBind, ServiceSettings, is_loopback
 from services.decoder.settings import DecoderSettings
 from services.reward.settings import RewardSettings
@@ -124,6 +128,47 @@ def test_every_service_takes_the_common_options() -> None:
     flags = {flag for flag, _, _, _ in COMMON_OPTIONS}
     assert {"--tls-client-ca", "--allow-insecure-bind", "--host"} <= flags
     assert issubclass(RolloutSettings, ServiceSettings)
+
+
+def test_metrics_port_is_one_setting_of_the_services_with_a_metrics_server(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("RLVR_DECODER_METRICS_PORT", "9101")
+    monkeypatch.setenv("RLVR_ROLLOUT_METRICS_PORT", "9102")
+    assert DecoderSettings(tokenizer="t").metrics_port == 9101
+    assert RolloutSettings(model="m").metrics_port == 9102
+    assert "metrics_port" not in RewardSettings.model_fields  # its metrics are on the HTTP port
+    with pytest.raises(ValidationError, match="metrics_port"):
+        DecoderSettings(tokenizer="t", metrics_port=65536)
+    metrics = GrpcMetrics("rlvr_test", lambda method, req, resp: 0, "tokens", "tokens")
+    assert metrics.start_http("127.0.0.1", None) == (None, None)  # unset: no server
+
+
+class _Running(ServesGrpc):
+    """A service whose drain only records the grace it was given."""
+
+    def __init__(self, settings: ServiceSettings) -> None:
+        self.settings = settings
+        self.drained: list[float] = []
+
+    async def drain(self, grace_s: float) -> None:
+        self.drained.append(grace_s)
+
+
+def test_stop_drains_with_the_settings_grace_and_logs_under_the_service(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    service = _Running(ServiceSettings(grace_s=7.0))
+    with caplog.at_level(logging.INFO):
+        asyncio.run(service.stop())
+        asyncio.run(service.stop(0.5))
+    assert service.drained == [7.0, 0.5]
+    assert [(r.name, r.getMessage()) for r in caplog.records] == [
+        (__name__, "draining (grace 7.0s)"),
+        (__name__, "stopped"),
+        (__name__, "draining (grace 0.5s)"),
+        (__name__, "stopped"),
+    ]
 
 
 def test_weights_roots_from_the_environment_split_on_colons(

@@ -1,13 +1,13 @@
 """Retries with exponential backoff for calls to services that may be down or restarting.
 
-``Backoff.delay(k)`` is ``initial_s * multiplier**k`` capped at ``max_s`` with +-``jitter``.
-``retry_async`` runs a coroutine factory until it succeeds, the error is not retryable
-(``classify`` returns None), or ``attempts`` are used up; it raises ``RetriesExhausted`` naming the
-last reason. ``grpc_reason`` classifies gRPC errors: ``UNAVAILABLE``, ``DEADLINE_EXCEEDED`` and
-``CANCELLED`` (a service down, restarting, draining or overloaded) and ``FAILED_PRECONDITION``
-(the rollout's weights are older than the staleness bound allows: wait for the reload) are
-retried; everything else
-(``INVALID_ARGUMENT``, ``INTERNAL``, ...) is not, so a bad prompt fails fast with its reason.
+``Backoff`` (``rlvr_world.backoff``, re-exported here) is the wait between tries: ``initial_s *
+multiplier**k`` capped at ``max_s`` with +-``jitter``. ``retry_async`` runs a coroutine factory
+until it succeeds, the error is not retryable (``classify`` returns None), or ``attempts`` are used
+up; it raises ``RetriesExhausted`` naming the last reason. ``grpc_reason`` classifies gRPC errors:
+``UNAVAILABLE``, ``DEADLINE_EXCEEDED`` and ``CANCELLED`` (a service down, restarting, draining or
+overloaded) and ``FAILED_PRECONDITION`` (the rollout's weights are older than the staleness bound
+allows: wait for the reload) are retried; everything else (``INVALID_ARGUMENT``, ``INTERNAL``, ...)
+is not, so a bad prompt fails fast with its reason.
 No grpc import here: errors are duck-typed on ``code()``.
 """
 
@@ -15,10 +15,13 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import random
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
 from typing import TypeVar
+
+from rlvr_world.backoff import Backoff
+
+# Backoff is the core's (the reward client's policy too), re-exported for the orchestrator
+__all__ = ["RETRYABLE_CODES", "Backoff", "RetriesExhausted", "grpc_reason", "retry_async"]
 
 logger = logging.getLogger(__name__)
 
@@ -28,31 +31,6 @@ T = TypeVar("T")
 RETRYABLE_CODES = frozenset(
     {"UNAVAILABLE", "DEADLINE_EXCEEDED", "CANCELLED", "FAILED_PRECONDITION"}
 )
-
-
-@dataclass(frozen=True)
-class Backoff:
-    """Exponential backoff with jitter; ``attempts`` counts the first try."""
-
-    attempts: int = 8
-    initial_s: float = 0.2
-    multiplier: float = 2.0
-    max_s: float = 5.0
-    jitter: float = 0.25
-
-    def __post_init__(self) -> None:
-        if self.attempts < 1:
-            raise ValueError(f"attempts must be >= 1, got {self.attempts}")
-        if self.initial_s < 0 or self.max_s < 0 or self.multiplier < 1:
-            raise ValueError("initial_s and max_s must be >= 0 and multiplier >= 1")
-        if not 0 <= self.jitter < 1:
-            raise ValueError(f"jitter must be in [0, 1), got {self.jitter}")
-
-    def delay(self, attempt: int, rng: random.Random | None = None) -> float:
-        """Seconds to wait after failed try number ``attempt`` (0-based)."""
-        base = min(self.max_s, self.initial_s * self.multiplier**attempt)
-        spread = (rng or random).uniform(-self.jitter, self.jitter)
-        return base * (1.0 + spread)
 
 
 class RetriesExhausted(RuntimeError):
