@@ -20,7 +20,8 @@ A SIGKILL skips even that: every group started here is also registered with the 
 without having stopped them.
 
 It does not restart crashed processes on its own (no watchdog); ``restart(name)`` is explicit.
-Pure stdlib plus grpc, which is imported only by ``GrpcHealth``. POSIX only.
+Pure stdlib plus grpc, which is imported only by ``GrpcHealth`` (its probe and ``HttpReady``'s
+are ``rlvr_world.apps.healthcheck``'s). POSIX only.
 """
 
 from __future__ import annotations
@@ -35,20 +36,20 @@ import socket
 import subprocess
 import threading
 import time
-import urllib.error
-import urllib.request
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Protocol
 
 from rlvr_world import reaper
-from rlvr_world.apps.healthcheck import HTTP_SUCCESS
+from rlvr_world.apps.healthcheck import check_grpc, check_http
 
 log = logging.getLogger(__name__)
 
 #: Seconds between two readiness probes.
 POLL_S = 0.1
+#: Seconds one gRPC health or HTTP readiness probe may take (``rlvr_world.apps.healthcheck``).
+PROBE_TIMEOUT_S = 1.0
 #: Characters of the log shown in a start-up error.
 LOG_TAIL_CHARS = 4000
 
@@ -120,18 +121,7 @@ class GrpcHealth:
     service: str = ""
 
     def ready(self, log_path: Path) -> bool:
-        import grpc
-        from grpc_health.v1 import health_pb2, health_pb2_grpc
-
-        from rlvr_world.scaffold.client_auth import ClientAuth
-
-        with ClientAuth.from_env().channel(self.address) as channel:
-            stub = health_pb2_grpc.HealthStub(channel)
-            try:
-                reply = stub.Check(health_pb2.HealthCheckRequest(service=self.service), timeout=1)
-            except grpc.RpcError:
-                return False
-        return bool(reply.status == health_pb2.HealthCheckResponse.SERVING)
+        return check_grpc(self.address, self.service, PROBE_TIMEOUT_S) is None
 
     def describe(self) -> str:
         return f"gRPC health SERVING at {self.address}"
@@ -144,11 +134,7 @@ class HttpReady:
     url: str
 
     def ready(self, log_path: Path) -> bool:
-        try:
-            with urllib.request.urlopen(self.url, timeout=1) as reply:
-                return int(reply.status) in HTTP_SUCCESS
-        except (urllib.error.URLError, OSError):
-            return False
+        return check_http(self.url, PROBE_TIMEOUT_S) is None
 
     def describe(self) -> str:
         return f"HTTP 2xx from {self.url}"

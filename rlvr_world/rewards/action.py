@@ -31,6 +31,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
+from rlvr_world.rewards.checks import as_float_array, require_finite
 from rlvr_world.rewards.types import InvalidInput, RewardResult, Status, failed
 from rlvr_world.shapes import MATRIX_NDIM
 
@@ -89,10 +90,7 @@ def check_ranges(ranges: object) -> tuple[tuple[float, float], ...]:
 def check_actions(x: object, name: str, dims: int) -> FloatArray:
     """``x`` as finite float64 actions ``(T, dims)`` (one ``(dims,)`` is ``T = 1``);
     ``InvalidInput`` naming ``name`` for another shape, no steps, or a non-finite value."""
-    try:
-        arr = np.asarray(x, dtype=np.float64)
-    except (TypeError, ValueError) as exc:
-        raise InvalidInput(f"{name}: expected numbers, got {type(x).__name__}") from exc
+    arr = as_float_array(x, name)
     given = arr.shape
     arr = arr[None] if arr.ndim == 1 else arr
     if arr.ndim != MATRIX_NDIM or arr.shape[1] != dims:
@@ -102,8 +100,7 @@ def check_actions(x: object, name: str, dims: int) -> FloatArray:
         )
     if arr.shape[0] == 0:
         raise InvalidInput(f"{name}: no actions (shape {given})")
-    if not np.isfinite(arr).all():
-        raise InvalidInput(f"{name}: contains NaN or infinite values")
+    require_finite(arr, name)
     return arr
 
 

@@ -38,6 +38,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
+from rlvr_world.rewards.checks import as_float_array, check_pixel_dtype, require_finite
 from rlvr_world.rewards.types import InvalidInput, RewardResult, Status, failed
 from rlvr_world.shapes import FRAME_NDIM, FRAMES_NDIM, MATRIX_NDIM, RGB_CHANNELS
 
@@ -180,15 +181,8 @@ def _as_rgb_frames(pred: object) -> NDArray[Any]:
         raise InvalidInput(
             f"prediction: expected RGB frames (H, W, 3) or (T, H, W, 3), got shape {pred.shape}"
         )
-    if frames.dtype == np.uint8:
-        return frames
-    if frames.dtype.kind != "f":
-        raise InvalidInput(
-            f"prediction: unsupported dtype {frames.dtype}; use uint8 (0..255) or float (0..1)"
-        )
-    if not np.isfinite(frames).all():
-        raise InvalidInput("prediction: contains NaN or infinite values")
-    return np.clip(frames, 0.0, 1.0)
+    frames = check_pixel_dtype(frames, "prediction")
+    return frames if frames.dtype == np.uint8 else np.clip(frames, 0.0, 1.0)
 
 
 def check_states(
@@ -202,10 +196,7 @@ def check_states(
         ("agent_pos", agent_pos, POSITION_SIZE),
         ("block_pose", block_pose, POSE_SIZE),
     ):
-        try:
-            arr = np.asarray(value, dtype=np.float64)
-        except (TypeError, ValueError) as exc:
-            raise InvalidInput(f"{name}: expected numbers, got {type(value).__name__}") from exc
+        arr = as_float_array(value, name)
         given = arr.shape
         arr = arr[None] if arr.ndim == 1 else arr
         if arr.ndim != MATRIX_NDIM or arr.shape != (n_frames, size):
@@ -213,8 +204,7 @@ def check_states(
                 f"{name}: expected shape ({n_frames}, {size}) for {n_frames} predicted frames, "
                 f"got {given}"
             )
-        if not np.isfinite(arr).all():
-            raise InvalidInput(f"{name}: contains NaN or infinite values")
+        require_finite(arr, name)
         out.append(arr)
     return out[0], out[1]
 

@@ -55,6 +55,7 @@ from typing import Protocol
 import numpy as np
 from numpy.typing import NDArray
 
+from rlvr_world.rewards.checks import check_pixel_dtype
 from rlvr_world.rewards.patches import check_grid, check_grid_fits, patch_rewards
 from rlvr_world.rewards.types import InvalidInput, RewardResult, Status, failed
 from rlvr_world.rewards.video_action import (
@@ -192,12 +193,11 @@ def as_frames(x: object, name: str, *, clamp: bool) -> FloatArray:
         raise InvalidInput(f"{name}: empty array of shape {x.shape}")
     if x.shape[-1] not in (1, 3):
         raise InvalidInput(f"{name}: expected 1 or 3 channels (last axis), got shape {x.shape}")
+    x = check_pixel_dtype(x, name)
     if x.dtype == np.uint8:
         out = x.astype(np.float64) / 255.0
-    elif x.dtype.kind == "f":
+    else:
         out = x.astype(np.float64)
-        if not np.isfinite(out).all():
-            raise InvalidInput(f"{name}: contains NaN or infinite values")
         lo, hi = float(out.min()), float(out.max())
         if not clamp and (lo < -VALUE_TOLERANCE or hi > 1.0 + VALUE_TOLERANCE):
             raise InvalidInput(
@@ -205,10 +205,6 @@ def as_frames(x: object, name: str, *, clamp: bool) -> FloatArray:
             )
         if lo < 0.0 or hi > 1.0:
             out = np.clip(out, 0.0, 1.0)
-    else:
-        raise InvalidInput(
-            f"{name}: unsupported dtype {x.dtype}; use uint8 (0..255) or float (0..1)"
-        )
     return out[None] if out.ndim == FRAME_NDIM else out
 
 

@@ -42,6 +42,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from rlvr_world.rewards.action import ActionRewardConfig, action_errors, check_actions
+from rlvr_world.rewards.checks import as_float_array, require_finite
 from rlvr_world.rewards.pusht_state import POSITION_SIZE, StateCheckConfig, state_errors
 from rlvr_world.rewards.types import InvalidInput
 from rlvr_world.shapes import MATRIX_NDIM
@@ -106,10 +107,7 @@ def requested_terms(weights: Mapping[str, float]) -> tuple[str, ...]:
 def check_states(states: object, n_frames: int) -> tuple[FloatArray, FloatArray]:
     """``states`` ``(T, 5)`` as agent positions ``(T, 2)`` and block poses ``(T, 3)``;
     ``InvalidInput`` naming ``states`` for another shape or count, or a non-finite value."""
-    try:
-        arr = np.asarray(states, dtype=np.float64)
-    except (TypeError, ValueError) as exc:
-        raise InvalidInput(f"states: expected numbers, got {type(states).__name__}") from exc
+    arr = as_float_array(states, "states")
     if arr.ndim != MATRIX_NDIM or arr.shape[1] != STATE_SIZE:
         raise InvalidInput(
             f"states: expected shape (T, {STATE_SIZE}), one row ({', '.join(STATE_FIELDS)}) per "
@@ -120,8 +118,7 @@ def check_states(states: object, n_frames: int) -> tuple[FloatArray, FloatArray]
             f"states: {arr.shape[0]} rows for {n_frames} predicted frames; one true state "
             "(after the step) per predicted frame"
         )
-    if not np.isfinite(arr).all():
-        raise InvalidInput("states: contains NaN or infinite values")
+    require_finite(arr, "states")
     return arr[:, :POSITION_SIZE], arr[:, POSITION_SIZE:]
 
 

@@ -35,15 +35,16 @@ from torch.nn import functional
 from rlvr_world.shapes import CLIPS_NDIM, RGB_CHANNELS
 from rlvr_world.video.conv import Decoder, Encoder, ResBlock, check_stages
 from rlvr_world.video.fsq import FSQ, check_levels
+from rlvr_world.video.module_folder import save_module_folder
 from rlvr_world.video.tokenizer import (
     DEFAULT_BATCH_SIZE,
     check_images,
     check_token_array,
     check_token_tensor,
+    image_hw,
     load_weights,
     module_device,
     read_config,
-    save_checkpoint,
 )
 
 logger = logging.getLogger(__name__)
@@ -95,8 +96,7 @@ class CompressiveConfig(BaseModel):
     @property
     def hw(self) -> tuple[int, int]:
         """``image_size`` as (height, width) in pixels."""
-        size = self.image_size
-        return (size, size) if isinstance(size, int) else (size[0], size[1])
+        return image_hw(self.image_size)
 
 
 class CompressiveTokenizer(nn.Module):
@@ -372,7 +372,7 @@ class CompressiveTokenizer(nn.Module):
 
     def save(self, directory: str | Path) -> Path:
         """Write ``config.json`` and ``model.safetensors`` into ``directory``; returns it."""
-        return save_checkpoint(self, self.KIND, self.config, directory)
+        return save_module_folder(self, self.KIND, self.config, directory)
 
     @classmethod
     def load(

@@ -32,7 +32,8 @@ default: LPIPS needs ImageNet weights that are not shipped). Reported, as means 
   predicted frames (and the baselines' frames) join the metrics under their own names
   (the video run's action-reading measures: ``rlvr_world.apps.video.reading``).
 
-``write_grid`` writes a PNG: one row per clip, context frames | predicted | true.
+``write_grid`` writes a PNG: one row per clip, context frames | predicted | true (laid out by
+``write_frame_grid``, which the MPC report's trajectory PNG uses too).
 What it does not do: no multi-step rollouts (ground-truth actions between generated frames);
 no training.
 """
@@ -335,6 +336,10 @@ def evaluate(  # noqa: PLR0913 (the last three keywords are optional extras)
 # Plot
 
 
+#: A frame grid's label header (its height) and row-label margin (its width), in pixels.
+GRID_HEADER, GRID_ROW_LABELS = 14, 70
+
+
 def to_uint8(frames: NDArray[Any]) -> NDArray[np.uint8]:
     """uint8 frames as they are; float frames in [0, 1] scaled and rounded."""
     if frames.dtype == np.uint8:
@@ -352,27 +357,47 @@ def write_grid(
     gap: int = 4,
 ) -> Path:
     """PNG: one row per clip, its context frames, then predicted, then true; a label header."""
-    from PIL import Image, ImageDraw
-
     if not (len(context) == len(predicted) == len(truth)) or not len(truth):
         raise ValueError("write_grid: context, predicted and truth need the same non-zero length")
-    h, w = truth.shape[1:3]
-    n_ctx = len(context[0])
-    cols = n_ctx + 2
+    labels = [f"context {i}" for i in range(len(context[0]))] + ["predicted", "true"]
+    rows = [[*context[r], predicted[r], truth[r]] for r in range(len(truth))]
+    return write_frame_grid(path, rows, labels, hw=truth.shape[1:3], scale=scale, gap=gap)
+
+
+def write_frame_grid(
+    path: Path,
+    rows: Sequence[Sequence[NDArray[Any] | None]],
+    labels: Sequence[str],
+    *,
+    hw: tuple[int, int],
+    row_labels: Sequence[str] | None = None,
+    scale: int = 2,
+    gap: int = 4,
+) -> Path:
+    """PNG: ``labels`` over the columns, then ``rows`` of frames (None: an empty cell), each
+    ``hw`` frame enlarged ``scale`` times (nearest neighbour), ``gap`` pixels apart;
+    ``row_labels`` in a margin on the left."""
+    from PIL import Image, ImageDraw
+
+    h, w = hw
+    left = GRID_ROW_LABELS if row_labels is not None else 0
     cell_w, cell_h = w * scale + gap, h * scale + gap
-    header = 14
-    canvas = Image.new("RGB", (cols * cell_w + gap, header + len(truth) * cell_h + gap), "white")
+    size = (len(labels) * cell_w + gap + left, GRID_HEADER + len(rows) * cell_h + gap)
+    canvas = Image.new("RGB", size, "white")
     draw = ImageDraw.Draw(canvas)
-    labels = [f"context {i}" for i in range(n_ctx)] + ["predicted", "true"]
     for c, label in enumerate(labels):
-        draw.text((gap + c * cell_w, 1), label, fill="black")
-    for r in range(len(truth)):
-        row = [*context[r], predicted[r], truth[r]]
+        draw.text((left + gap + c * cell_w, 1), label, fill="black")
+    for r, row in enumerate(rows):
+        top = GRID_HEADER + gap + r * cell_h
+        if row_labels is not None:
+            draw.text((2, top + cell_h // 2), row_labels[r], fill="black")
         for c, frame in enumerate(row):
+            if frame is None:
+                continue
             img = Image.fromarray(to_uint8(np.asarray(frame))).resize(
                 (w * scale, h * scale), Image.Resampling.NEAREST
             )
-            canvas.paste(img, (gap + c * cell_w, header + gap + r * cell_h))
+            canvas.paste(img, (left + gap + c * cell_w, top))
     path.parent.mkdir(parents=True, exist_ok=True)
     canvas.save(path)
     return path

@@ -21,7 +21,8 @@ Choices:
 * ``fit_idm``: AdamW (weight decay 1e-4), linear warm-up over the first 5% of the steps, cosine
   decay to 0; batches drawn with a seeded generator, so a run on the same device repeats.
 * A folder is ``config.json`` (kind ``inverse_dynamics``, format version, config) and
-  ``model.safetensors``; ``load_idm`` checks both and says what is wrong.
+  ``model.safetensors`` (``rlvr_world.video.module_folder``); ``load_idm`` checks both and says
+  what is wrong.
 
 Frames are ``(N, H, W, 3)`` (or one ``(H, W, 3)``), uint8 0..255 or float 0..1 (floats are
 clamped, as decoded predictions may stray); any other size than the configured one, another
@@ -35,7 +36,6 @@ settings (callers call ``torch.set_num_threads``).
 
 from __future__ import annotations
 
-import json
 import logging
 import math
 import time
@@ -56,15 +56,21 @@ from rlvr_world.rewards.action import (
     check_ranges,
     score_actions,
 )
+from rlvr_world.rewards.checks import check_pixel_dtype
 from rlvr_world.rewards.types import InvalidInput, RewardResult, Status, failed
 from rlvr_world.shapes import FRAME_NDIM, FRAMES_NDIM, RGB_CHANNELS
+from rlvr_world.video.module_folder import (
+    CONFIG_FILE,
+    FORMAT_VERSION,
+    WEIGHTS_FILE,
+    load_weights_file,
+    parse_meta,
+    save_module_folder,
+)
 
 logger = logging.getLogger(__name__)
 
 KIND = "inverse_dynamics"
-CONFIG_FILE = "config.json"
-WEIGHTS_FILE = "model.safetensors"
-FORMAT_VERSION = 1
 DEFAULT_BATCH_SIZE = 256
 #: Channels of the network's input: previous, next, their difference, and the x/y maps.
 IN_CHANNELS = 3 * RGB_CHANNELS + 2
@@ -206,20 +212,7 @@ class InverseDynamicsModel(nn.Module):
 
     def save(self, directory: str | Path) -> Path:
         """Write ``config.json`` and ``model.safetensors`` into ``directory``; returns it."""
-        from safetensors.torch import save_file
-
-        path = Path(directory)
-        path.mkdir(parents=True, exist_ok=True)
-        state = {k: v.detach().cpu().contiguous() for k, v in self.state_dict().items()}
-        save_file(state, str(path / WEIGHTS_FILE))
-        meta = {
-            "kind": KIND,
-            "format_version": FORMAT_VERSION,
-            "config": self.config.model_dump(mode="json"),
-        }
-        (path / CONFIG_FILE).write_text(json.dumps(meta, indent=2) + "\n")
-        logger.info("saved the IDM (%d tensors) to %s", len(state), path)
-        return path
+        return save_module_folder(self, KIND, self.config, directory, name="the IDM")
 
 
 # --------------------------------------------------------------------------------------------
@@ -239,15 +232,7 @@ def _check_frames(x: object, name: str, image_size: tuple[int, int]) -> NDArray[
             f"{name}: frames of {frames.shape[1]}x{frames.shape[2]}, this IDM reads {h}x{w} "
             "(its config.json image_size); resize them or train an IDM at this size"
         )
-    if frames.dtype == np.uint8:
-        return frames
-    if frames.dtype.kind != "f":
-        raise InvalidInput(
-            f"{name}: unsupported dtype {frames.dtype}; use uint8 (0..255) or float (0..1)"
-        )
-    if not np.isfinite(frames).all():
-        raise InvalidInput(f"{name}: contains NaN or infinite values")
-    return frames
+    return check_pixel_dtype(frames, name)
 
 
 def check_frame_pairs(
@@ -285,12 +270,9 @@ def _read_config(path: Path) -> IdmConfig:
             f"{path} is not an IDM folder: it has no {CONFIG_FILE} (rlvr-world video train-idm "
             "writes one)"
         )
-    try:
-        meta = json.loads(meta_path.read_text())
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise InvalidInput(f"{meta_path} is not valid JSON: {exc}") from exc
+    meta = parse_meta(meta_path, error=InvalidInput)
     kind = meta.get("kind") if isinstance(meta, dict) else None
-    if kind != KIND:
+    if kind != KIND or not isinstance(meta, dict):
         raise InvalidInput(f"{path} is not an IDM folder: {CONFIG_FILE} holds kind {kind!r}")
     if meta.get("format_version") != FORMAT_VERSION:
         raise InvalidInput(
@@ -307,23 +289,13 @@ def _read_config(path: Path) -> IdmConfig:
 def load_idm(directory: str | Path, device: str | torch.device = "cpu") -> InverseDynamicsModel:
     """An IDM in eval mode on ``device`` from a ``save``d folder; ``InvalidInput`` naming what
     is wrong for a missing folder, a folder of something else, or weights that do not fit."""
-    from safetensors import SafetensorError
-    from safetensors.torch import load_file
-
     path = Path(directory)
     config = _read_config(path)
     weights = path / WEIGHTS_FILE
     if not weights.is_file():
         raise InvalidInput(f"IDM folder {path} has no {WEIGHTS_FILE}")
-    try:
-        state = load_file(str(weights))
-    except SafetensorError as exc:
-        raise InvalidInput(f"{weights} is not a safetensors file: {exc}") from exc
     model = InverseDynamicsModel(config)
-    try:
-        model.load_state_dict(state, strict=True)
-    except RuntimeError as exc:
-        raise InvalidInput(f"{weights} does not fit the config in {CONFIG_FILE}: {exc}") from exc
+    load_weights_file(model, weights, error=InvalidInput)
     logger.info("loaded the IDM from %s (%s, %s)", path, config.image_size, config.action_form)
     return model.to(device).eval()
 

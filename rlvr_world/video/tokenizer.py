@@ -9,7 +9,7 @@ are VQ-GAN-style stacks of residual blocks (GroupNorm, SiLU, 3x3 convolutions): 
 pixels are scaled to [-1, 1]; ``decode`` returns frames clamped to [0, 1]. Numpy helpers
 (``encode_frames`` / ``decode_tokens``) work on uint8 ``(N, H, W, 3)`` frames and int token arrays,
 in batches, and reject bad input with a ``ValueError`` naming the problem. A checkpoint is a folder
-with ``config.json`` (kind, format version, config) and ``model.safetensors``.
+with ``config.json`` (kind, format version, config) and ``model.safetensors`` (``module_folder``).
 
 The reference tokenizer is 5 blocks (128..768 channels), 16x downsampling and FSQ [7,5,5,5,5]; the
 default here is a small CPU size (64x64 frames, 8x downsampling, 64 tokens,
@@ -22,8 +22,6 @@ already have the configured size).
 
 from __future__ import annotations
 
-import json
-import logging
 from pathlib import Path
 from typing import Any, Self
 
@@ -37,12 +35,15 @@ from torch.nn import functional
 from rlvr_world.shapes import FRAMES_NDIM, MATRIX_NDIM, RGB_CHANNELS
 from rlvr_world.video.conv import Decoder, Encoder, check_stages
 from rlvr_world.video.fsq import FSQ, check_levels
+from rlvr_world.video.module_folder import (
+    CONFIG_FILE,
+    FORMAT_VERSION,
+    WEIGHTS_FILE,
+    load_weights_file,
+    parse_meta,
+    save_module_folder,
+)
 
-logger = logging.getLogger(__name__)
-
-CONFIG_FILE = "config.json"
-WEIGHTS_FILE = "model.safetensors"
-FORMAT_VERSION = 1
 DEFAULT_BATCH_SIZE = 64
 
 
@@ -93,8 +94,12 @@ class TokenizerConfig(BaseModel):
     @property
     def hw(self) -> tuple[int, int]:
         """Frame (height, width)."""
-        size = self.image_size
-        return (size, size) if isinstance(size, int) else (size[0], size[1])
+        return image_hw(self.image_size)
+
+
+def image_hw(size: int | tuple[int, int]) -> tuple[int, int]:
+    """A config's ``image_size`` (one side, or (height, width)) as (height, width)."""
+    return (size, size) if isinstance(size, int) else (size[0], size[1])
 
 
 # --------------------------------------------------------------------------------------------
@@ -274,7 +279,7 @@ class FrameTokenizer(nn.Module):
 
     def save(self, directory: str | Path) -> Path:
         """Write ``config.json`` and ``model.safetensors`` into ``directory``; returns it."""
-        return save_checkpoint(self, self.KIND, self.config, directory)
+        return save_module_folder(self, self.KIND, self.config, directory)
 
     @classmethod
     def load(cls, directory: str | Path, device: str | torch.device = "cpu") -> FrameTokenizer:
@@ -291,25 +296,10 @@ def _check_batch_size(batch_size: int) -> None:
 
 
 # --------------------------------------------------------------------------------------------
-# Checkpoints (shared with the compressive tokenizer)
+# Checkpoints (shared with the compressive tokenizer; the folder layout is ``module_folder``'s)
 
-
-def save_checkpoint(module: nn.Module, kind: str, config: BaseModel, directory: str | Path) -> Path:
-    """``config.json`` (kind, format version, config) and ``model.safetensors`` in ``directory``."""
-    from safetensors.torch import save_file
-
-    path = Path(directory)
-    path.mkdir(parents=True, exist_ok=True)
-    state = {k: v.detach().cpu().contiguous() for k, v in module.state_dict().items()}
-    save_file(state, str(path / WEIGHTS_FILE))
-    meta = {
-        "kind": kind,
-        "format_version": FORMAT_VERSION,
-        "config": config.model_dump(mode="json"),
-    }
-    (path / CONFIG_FILE).write_text(json.dumps(meta, indent=2) + "\n")
-    logger.info("saved %s (%d tensors) to %s", kind, len(state), path)
-    return path
+#: How the tokenizers' checkpoint errors start (those of ``module_folder``'s readers too).
+_ERROR_PREFIX = "tokenizer checkpoint: "
 
 
 def _read_meta(directory: str | Path) -> tuple[Path, object]:
@@ -317,10 +307,7 @@ def _read_meta(directory: str | Path) -> tuple[Path, object]:
     path = Path(directory) / CONFIG_FILE
     if not path.is_file():
         raise FileNotFoundError(f"tokenizer checkpoint: {path} is missing")
-    try:
-        return path, json.loads(path.read_text())
-    except json.JSONDecodeError as exc:
-        raise ValueError(f"tokenizer checkpoint: {path} is not valid JSON: {exc}") from exc
+    return path, parse_meta(path, prefix=_ERROR_PREFIX)
 
 
 def checkpoint_kind(directory: str | Path) -> str:
@@ -352,19 +339,7 @@ def read_config(directory: str | Path, kind: str) -> dict[str, Any]:
 
 def load_weights(module: nn.Module, directory: str | Path) -> None:
     """Load ``directory/model.safetensors`` into ``module``; every tensor must match exactly."""
-    from safetensors import SafetensorError
-    from safetensors.torch import load_file
-
     path = Path(directory) / WEIGHTS_FILE
     if not path.is_file():
         raise FileNotFoundError(f"tokenizer checkpoint: {path} is missing")
-    try:
-        state = load_file(str(path))
-    except SafetensorError as exc:
-        raise ValueError(f"tokenizer checkpoint: {path} is not a safetensors file: {exc}") from exc
-    try:
-        module.load_state_dict(state, strict=True)
-    except RuntimeError as exc:
-        raise ValueError(
-            f"tokenizer checkpoint: {path} does not fit the config in {CONFIG_FILE}: {exc}"
-        ) from exc
+    load_weights_file(module, path, prefix=_ERROR_PREFIX)

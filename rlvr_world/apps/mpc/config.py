@@ -21,11 +21,20 @@ from rlvr_world.devices import DeviceName
 PLANNERS = ("oracle", "random", "base", "rlvr")
 
 
-class _Section(BaseModel):
+class Section(BaseModel):
+    """A section of the mpc, policy_eval and web_mpc configs: frozen, unknown fields refused."""
+
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
-class ModelsSection(_Section):
+def check_planners(planners: tuple[str, ...], known: tuple[str, ...]) -> None:
+    """``ValueError`` unless ``run.planners`` is a non-empty subset of ``known``."""
+    unknown = sorted(set(planners) - set(known))
+    if unknown or not planners:
+        raise ValueError(f"run.planners: expected a subset of {known}, got {unknown}")
+
+
+class ModelsSection(Section):
     """The base (MLE) and RLVR world models and how they are run."""
 
     base: Path = Field(description="the MLE world model folder")
@@ -51,7 +60,7 @@ class ModelsSection(_Section):
     build_tiny: bool = Field(default=False, description="smoke: build tiny random models if absent")
 
 
-class TasksSection(_Section):
+class TasksSection(Section):
     """Start/goal pairs (``rlvr_world.mpc.episode.make_tasks``)."""
 
     episodes: int = Field(default=50, ge=1, le=100_000)
@@ -72,7 +81,7 @@ class TasksSection(_Section):
         return self
 
 
-class PlannerSection(_Section):
+class PlannerSection(Section):
     """Planner sizes (``rlvr_world.mpc.planner.PlannerConfig``) and the receding horizon."""
 
     kind: Literal["cem", "mppi"] = "cem"
@@ -95,12 +104,12 @@ class PlannerSection(_Section):
         return self
 
 
-class SuccessSection(_Section):
+class SuccessSection(Section):
     position: float = Field(default=15.0, gt=0.0, le=512.0, description="pixels")
     angle: float = Field(default=0.3, gt=0.0, le=3.1416, description="radians")
 
 
-class RunSection(_Section):
+class RunSection(Section):
     run_dir: Path = Field(description="where summary.json, report.md and the PNG go")
     seed: int = Field(default=0, ge=0)
     resamples: int = Field(default=10_000, ge=100, le=1_000_000, description="bootstrap")
@@ -114,13 +123,11 @@ class RunSection(_Section):
 
     @model_validator(mode="after")
     def _planners(self) -> Self:
-        unknown = sorted(set(self.planners) - set(PLANNERS))
-        if unknown or not self.planners:
-            raise ValueError(f"run.planners: expected a subset of {PLANNERS}, got {unknown}")
+        check_planners(self.planners, PLANNERS)
         return self
 
 
-class MpcConfig(_Section):
+class MpcConfig(Section):
     task: Literal["mpc"]
     models: ModelsSection
     tasks: TasksSection = TasksSection()
@@ -129,7 +136,7 @@ class MpcConfig(_Section):
     run: RunSection
 
 
-class PolicySpec(_Section):
+class PolicySpec(Section):
     """A PushT policy (``rlvr_world.video.pusht.make_policy``)."""
 
     name: str = Field(min_length=1, max_length=64)
@@ -139,7 +146,7 @@ class PolicySpec(_Section):
     keep_direction_p: float = Field(default=0.0, ge=0.0, le=1.0)
 
 
-class PolicyEvalSection(_Section):
+class PolicyEvalSection(Section):
     """Closed-loop rollouts: ``episodes`` per policy of ``steps`` steps each."""
 
     episodes: int = Field(default=12, ge=1, le=100_000)
@@ -151,7 +158,7 @@ class PolicyEvalSection(_Section):
     seed: int = Field(default=2000, ge=0)
 
 
-class PolicyEvalConfig(_Section):
+class PolicyEvalConfig(Section):
     task: Literal["policy_eval"]
     models: ModelsSection
     policies: tuple[PolicySpec, ...] = Field(min_length=2)

@@ -189,30 +189,13 @@ def write_trajectory(
     gap: int = 4,
 ) -> Path:
     """PNG: row 1 start | real frames | goal; row 2 the frames the plans predicted for them."""
-    from PIL import Image, ImageDraw
-
-    from rlvr_world.video.evaluate import to_uint8
+    from rlvr_world.video.evaluate import write_frame_grid
 
     if not real or len(real) != len(predicted):
         raise ValueError(f"trajectory: {len(real)} real and {len(predicted)} predicted frames")
-    h, w = np.asarray(start).shape[:2]
-    cell_w, cell_h, header = w * scale + gap, h * scale + gap, 14
-    cols = len(real) + 2
-    canvas = Image.new("RGB", (cols * cell_w + gap + 70, header + 2 * cell_h + gap), "white")
-    draw = ImageDraw.Draw(canvas)
     labels = ["start", *[f"t+{i + 1}" for i in range(len(real))], "goal"]
-    for c, label in enumerate(labels):
-        draw.text((70 + gap + c * cell_w, 1), label, fill="black")
     rows: list[list[NDArray[Any] | None]] = [[start, *real, goal], [None, *predicted, None]]
-    for r, (name, row) in enumerate(zip(("real", "predicted"), rows, strict=True)):
-        draw.text((2, header + gap + r * cell_h + cell_h // 2), name, fill="black")
-        for c, frame in enumerate(row):
-            if frame is None:
-                continue
-            img = Image.fromarray(to_uint8(np.asarray(frame))).resize(
-                (w * scale, h * scale), Image.Resampling.NEAREST
-            )
-            canvas.paste(img, (70 + gap + c * cell_w, header + gap + r * cell_h))
-    path.parent.mkdir(parents=True, exist_ok=True)
-    canvas.save(path)
-    return path
+    h, w = np.asarray(start).shape[:2]
+    return write_frame_grid(
+        path, rows, labels, hw=(h, w), row_labels=("real", "predicted"), scale=scale, gap=gap
+    )

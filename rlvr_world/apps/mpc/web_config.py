@@ -15,19 +15,16 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Literal, Self
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import Field, model_validator
 
+from rlvr_world.apps.mpc.config import Section, check_planners
 from rlvr_world.apps.run.configfile import apply_overrides, read_config_mapping
 from rlvr_world.devices import DeviceName
 
 WEB_PLANNERS = ("greedy", "random", "base", "rlvr")
 
 
-class _Section(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-
-class WebModelsSection(_Section):
+class WebModelsSection(Section):
     base: Path = Field(description="the base (SFT) language world model folder, with tokenizer")
     rlvr: Path = Field(description="the RLVR model folder or a trainer's checkpoints/latest")
     max_tokens: int = Field(default=160, ge=1, le=4096, description="tokens per prediction")
@@ -40,7 +37,7 @@ class WebModelsSection(_Section):
     )
 
 
-class WebTasksSection(_Section):
+class WebTasksSection(Section):
     names: tuple[str, ...] = Field(min_length=1, description="MiniWoB++ task names")
     seeds: int = Field(default=20, ge=1, le=10_000, description="episodes per task")
     seed: int = Field(default=5000, ge=0, description="page seeds are '<seed>+i/<task>'")
@@ -55,18 +52,18 @@ class WebTasksSection(_Section):
         return self
 
 
-class WebPlannerSection(_Section):
+class WebPlannerSection(Section):
     candidates: int = Field(default=8, ge=1, le=256, description="actions predicted per step")
 
 
-class WebBrowserSection(_Section):
+class WebBrowserSection(Section):
     executable: Path = Path("/usr/bin/chromium")
     step_ms: int = Field(default=1000, ge=0, le=60_000, description="page time after an action")
     settle_s: float = Field(default=0.1, ge=0.0, le=10.0)
     call_timeout_s: float = Field(default=30.0, gt=0.0, le=600.0)
 
 
-class WebRunSection(_Section):
+class WebRunSection(Section):
     run_dir: Path
     seed: int = Field(default=0, ge=0, description="the random planner's seed")
     resamples: int = Field(default=10_000, ge=100, le=1_000_000, description="bootstrap")
@@ -75,13 +72,11 @@ class WebRunSection(_Section):
 
     @model_validator(mode="after")
     def _planners(self) -> Self:
-        unknown = sorted(set(self.planners) - set(WEB_PLANNERS))
-        if unknown or not self.planners:
-            raise ValueError(f"run.planners: expected a subset of {WEB_PLANNERS}, got {unknown}")
+        check_planners(self.planners, WEB_PLANNERS)
         return self
 
 
-class WebMpcConfig(_Section):
+class WebMpcConfig(Section):
     task: Literal["web_mpc"]
     models: WebModelsSection
     tasks: WebTasksSection

@@ -39,10 +39,11 @@ from typing import Any, Literal, Self
 
 import numpy as np
 from numpy.typing import NDArray
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import Field, model_validator
 
 from rlvr_world.apps.run.configfile import apply_overrides, read_config_mapping
 from rlvr_world.apps.video.config import SamplingChoice, VideoPipelineConfig, placed
+from rlvr_world.apps.video.sections import Section
 from rlvr_world.apps.video.source import SourceSection, source_config
 
 logger = logging.getLogger(__name__)
@@ -59,11 +60,7 @@ HIGHER_IS_BETTER = frozenset({"reward", "psnr", "ssim"})
 NOT_METRICS = frozenset({"repeated"})
 
 
-class _Section(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-
-class ModelsSection(_Section):
+class ModelsSection(Section):
     """Model folders, when not the source run's own."""
 
     base: Path | None = Field(default=None, description="default: <run_dir>/model/mle")
@@ -72,14 +69,14 @@ class ModelsSection(_Section):
     )
 
 
-class BestOfKRun(_Section):
+class BestOfKRun(Section):
     run_dir: Path = Field(default=Path("runs/video_best_of_k"), description="everything written")
     seed: int = Field(default=0, ge=0, description="sampling seeds: seed * 100003 + j")
     resamples: int = Field(default=10_000, ge=100, le=1_000_000, description="bootstrap draws")
     torch_threads: int = Field(default=1, ge=1, le=256, description="torch.set_num_threads")
 
 
-class BestOfKSection(_Section):
+class BestOfKSection(Section):
     """What is sampled: ``max(ks)`` frames per clip and model, with this sampling."""
 
     ks: tuple[int, ...] = Field(default=(1, 5, 20, 100), description="increasing, from 1")
@@ -101,7 +98,7 @@ class BestOfKSection(_Section):
         return SamplingChoice(temperature=self.temperature, top_k=self.top_k)
 
 
-class BestOfKConfig(_Section):
+class BestOfKConfig(Section):
     """``task: video_best_of_k``; every field has bounds, unknown fields are refused."""
 
     task: Literal["video_best_of_k"] = "video_best_of_k"

@@ -12,15 +12,14 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
 from rlvr_world.apps.video.config import VideoPipelineConfig, load_video_config
+from rlvr_world.apps.video.sections import Section
 
 
-class SourceSection(BaseModel):
+class SourceSection(Section):
     """The finished ``task: video`` run an analysis reads."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
 
     run_dir: Path = Field(description="the run's folder (run.run_dir of its config)")
     config: Path | None = Field(

@@ -47,10 +47,11 @@ from pathlib import Path
 from typing import Any, Literal, Self
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import Field, model_validator
 
 from rlvr_world.apps.run.configfile import apply_overrides, read_config_mapping
 from rlvr_world.apps.video.config import VideoPipelineConfig
+from rlvr_world.apps.video.sections import Section
 from rlvr_world.apps.video.source import SourceSection, source_config
 from rlvr_world.apps.video.sweep_control import arm_headlines, control_lines, with_shared_control
 from rlvr_world.runlog import read_jsonl
@@ -75,17 +76,13 @@ READING_KEYS = (
 MIN_ARMS = 2
 
 
-class _Section(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-
-class SweepRun(_Section):
+class SweepRun(Section):
     run_dir: Path = Field(default=Path("runs/video_sweep"), description="everything written")
     seed: int = Field(default=0, ge=0, description="run.seed of every arm")
     resamples: int = Field(default=10_000, ge=100, le=1_000_000, description="bootstrap draws")
 
 
-class SweepConfig(_Section):
+class SweepConfig(Section):
     """``task: video_sweep``; every field has bounds, unknown fields are refused."""
 
     task: Literal["video_sweep"] = "video_sweep"
