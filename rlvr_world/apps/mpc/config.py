@@ -13,18 +13,12 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Literal, Self
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import Field, model_validator
 
-from rlvr_world.apps.run.configfile import apply_overrides, read_config_mapping
+from rlvr_world.apps.run.configfile import Section, read_config
 from rlvr_world.devices import DeviceName
 
 PLANNERS = ("oracle", "random", "base", "rlvr")
-
-
-class Section(BaseModel):
-    """A section of the mpc, policy_eval and web_mpc configs: frozen, unknown fields refused."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
 
 
 def check_planners(planners: tuple[str, ...], known: tuple[str, ...]) -> None:
@@ -174,7 +168,7 @@ class PolicyEvalConfig(Section):
 
 
 def _load(path: Path, overrides: dict[str, Any] | None) -> dict[str, Any]:
-    return apply_overrides(read_config_mapping(path), overrides or {})
+    return read_config(path, overrides)
 
 
 def load_mpc_config(path: Path, overrides: dict[str, Any] | None = None) -> MpcConfig:

@@ -17,8 +17,8 @@ from typing import Any, Literal, Self
 
 from pydantic import Field, model_validator
 
-from rlvr_world.apps.mpc.config import Section, check_planners
-from rlvr_world.apps.run.configfile import apply_overrides, read_config_mapping
+from rlvr_world.apps.mpc.config import check_planners
+from rlvr_world.apps.run.configfile import Section, read_config
 from rlvr_world.devices import DeviceName
 
 WEB_PLANNERS = ("greedy", "random", "base", "rlvr")
@@ -87,4 +87,4 @@ class WebMpcConfig(Section):
 
 def load_web_mpc_config(path: Path, overrides: dict[str, Any] | None = None) -> WebMpcConfig:
     """Read ``path`` (YAML), apply ``section.field`` overrides, validate."""
-    return WebMpcConfig.model_validate(apply_overrides(read_config_mapping(path), overrides or {}))
+    return WebMpcConfig.model_validate(read_config(path, overrides))

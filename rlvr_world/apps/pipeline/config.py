@@ -20,18 +20,15 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, model_validator
+from pydantic import Discriminator, Field, Tag, model_validator
 
-from rlvr_world.apps.run.configfile import apply_overrides, read_config_mapping
+from rlvr_world.apps.run.configfile import Section as _Section
+from rlvr_world.apps.run.configfile import read_config
 from rlvr_world.apps.run.grpo import RlSection
 from rlvr_world.apps.run.stack import RolloutSection, head_size_error
 from rlvr_world.devices import DeviceName, PrecisionName
 from rlvr_world.grpo.settings import RewardValue
 from rlvr_world.tiny_model import TinyLMConfig
-
-
-class _Section(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
 
 
 class KitchenData(_Section):
@@ -402,5 +399,5 @@ class PipelineConfig(_Section):
 
 def load_pipeline_config(path: Path, overrides: dict[str, Any] | None = None) -> PipelineConfig:
     """Read a YAML file (``{}`` when empty), merge top-level section overrides, validate."""
-    data = apply_overrides(read_config_mapping(path), overrides or {})
+    data = read_config(path, overrides)
     return PipelineConfig.model_validate(data)

@@ -2,8 +2,9 @@
 
 ``read_config_mapping`` reads the file (``{}`` when empty; ``ValueError`` when the top level is
 not a mapping); ``apply_overrides`` sets ``section.field`` values into it before the run type's
-pydantic model validates it. Every run type (``apps.pipeline``, ``apps.video``, ``apps.mpc``)
-reads its config this way; which model validates it is the run type's.
+pydantic model validates it; ``read_config`` is both. Every run type (``apps.pipeline``,
+``apps.video``, ``apps.mpc``) reads its config this way, and builds its sections on ``Section``
+(frozen, unknown fields refused); which model validates it is the run type's.
 """
 
 from __future__ import annotations
@@ -15,6 +16,13 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+from pydantic import BaseModel, ConfigDict
+
+
+class Section(BaseModel):
+    """A section of a run's config (every run type's): frozen, unknown fields refused."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
 
 
 def apply_overrides(data: dict[str, Any], overrides: dict[str, Any]) -> dict[str, Any]:
@@ -34,6 +42,12 @@ def read_config_mapping(path: Path) -> dict[str, Any]:
     if not isinstance(data, dict):
         raise ValueError(f"config {path} must be a mapping at the top level")
     return data
+
+
+def read_config(path: Path, overrides: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The mapping of the config file at ``path`` with ``overrides`` set (``read_config_mapping``,
+    then ``apply_overrides``), for the run type's model to validate."""
+    return apply_overrides(read_config_mapping(path), overrides or {})
 
 
 def parse_overrides(items: Sequence[str]) -> dict[str, Any]:

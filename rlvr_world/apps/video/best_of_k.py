@@ -41,9 +41,8 @@ import numpy as np
 from numpy.typing import NDArray
 from pydantic import Field, model_validator
 
-from rlvr_world.apps.run.configfile import apply_overrides, read_config_mapping
+from rlvr_world.apps.run.configfile import Section, read_config
 from rlvr_world.apps.video.config import SamplingChoice, VideoPipelineConfig, placed
-from rlvr_world.apps.video.sections import Section
 from rlvr_world.apps.video.source import SourceSection, source_config
 
 logger = logging.getLogger(__name__)
@@ -110,7 +109,7 @@ class BestOfKConfig(Section):
 
 def load_best_of_k_config(path: Path, overrides: dict[str, Any] | None = None) -> BestOfKConfig:
     """Read ``path`` (YAML), apply ``section.field`` overrides, validate."""
-    data = apply_overrides(read_config_mapping(path), overrides or {})
+    data = read_config(path, overrides)
     return BestOfKConfig.model_validate(data)
 
 

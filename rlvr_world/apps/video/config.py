@@ -16,7 +16,8 @@ from typing import TYPE_CHECKING, Any, Literal, Self
 
 from pydantic import Field, ValidationError, model_validator
 
-from rlvr_world.apps.run.configfile import apply_overrides, read_config_mapping
+from rlvr_world.apps.run.configfile import Section as _Section
+from rlvr_world.apps.run.configfile import read_config
 from rlvr_world.apps.run.stack import RolloutSection
 from rlvr_world.apps.video.sections import (
     MAX_REWARD_WEIGHT,
@@ -24,7 +25,6 @@ from rlvr_world.apps.video.sections import (
     VideoIdm,
     VideoRl,
 )
-from rlvr_world.apps.video.sections import Section as _Section
 from rlvr_world.devices import DeviceName, Placement, PrecisionName
 
 if TYPE_CHECKING:
@@ -466,7 +466,7 @@ def compressive_config(cfg: VideoPipelineConfig) -> CompressiveConfig:
 
 def load_video_config(path: Path, overrides: dict[str, Any] | None = None) -> VideoPipelineConfig:
     """Read ``path`` (YAML), apply ``section.field`` overrides, validate."""
-    data = apply_overrides(read_config_mapping(path), overrides or {})
+    data = read_config(path, overrides)
     return VideoPipelineConfig.model_validate(data)
 
 

@@ -19,8 +19,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Literal, Self
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import Field, model_validator
 
+from rlvr_world.apps.run.configfile import Section
 from rlvr_world.apps.run.grpo import RlSection
 from rlvr_world.grpo.settings import KlCoef
 
@@ -28,12 +29,6 @@ from rlvr_world.grpo.settings import KlCoef
 PERCEPTUAL = "perceptual"
 #: Largest ``rl.weights`` value.
 MAX_REWARD_WEIGHT = 1e6
-
-
-class Section(BaseModel):
-    """A config section: frozen, unknown fields refused."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
 
 
 class VideoRl(RlSection):

@@ -14,8 +14,8 @@ from typing import Any
 
 from pydantic import Field
 
+from rlvr_world.apps.run.configfile import Section
 from rlvr_world.apps.video.config import VideoPipelineConfig, load_video_config
-from rlvr_world.apps.video.sections import Section
 
 
 class SourceSection(Section):

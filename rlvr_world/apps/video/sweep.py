@@ -49,9 +49,8 @@ from typing import Any, Literal, Self
 import numpy as np
 from pydantic import Field, model_validator
 
-from rlvr_world.apps.run.configfile import apply_overrides, read_config_mapping
+from rlvr_world.apps.run.configfile import Section, apply_overrides, read_config
 from rlvr_world.apps.video.config import VideoPipelineConfig
-from rlvr_world.apps.video.sections import Section
 from rlvr_world.apps.video.source import SourceSection, source_config
 from rlvr_world.apps.video.sweep_control import arm_headlines, control_lines, with_shared_control
 from rlvr_world.runlog import read_jsonl
@@ -119,7 +118,7 @@ class SweepConfig(Section):
 
 def load_sweep_config(path: Path, overrides: dict[str, Any] | None = None) -> SweepConfig:
     """Read ``path`` (YAML), apply ``section.field`` overrides, validate."""
-    data = apply_overrides(read_config_mapping(path), overrides or {})
+    data = read_config(path, overrides)
     return SweepConfig.model_validate(data)
 
 
