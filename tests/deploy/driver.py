@@ -254,6 +254,23 @@ def cmd_targets(args: argparse.Namespace) -> int:
 
 
 # ------------------------------------------------------------------------------------ dashboard
+def declared_families(url: str, attempts: int = 3) -> set[str]:
+    """The metric names a /metrics page declares (``# TYPE`` lines, with the ``_total`` and
+    ``_bucket`` sample names); empty when nothing answers at ``url`` after ``attempts`` tries
+    (20 s each, 2 s apart)."""
+    for attempt in range(attempts):
+        try:
+            with urllib.request.urlopen(url, timeout=20) as reply:
+                text = reply.read().decode()
+        except OSError:
+            if attempt + 1 < attempts:
+                time.sleep(2)
+            continue
+        families = [ln.split()[2] for ln in text.splitlines() if ln.startswith("# TYPE ")]
+        return {n for f in families for n in (f, f"{f}_total", f"{f}_bucket")}
+    return set()
+
+
 def cmd_dashboard(args: argparse.Namespace) -> int:
     dashboard = json.loads(Path(args.dashboard).read_text())
     panels: list[dict[str, Any]] = []
@@ -283,17 +300,16 @@ def cmd_dashboard(args: argparse.Namespace) -> int:
             )
             bad += answer["status"] != "success"
     # Every metric a panel names must be exported by a container: scraped already, or declared
-    # (``# TYPE``) on a live target's /metrics (a labelled counter has no sample before its
-    # first event, e.g. staleness drops).
+    # (``# TYPE``) on a target's /metrics (a labelled counter has no sample before its first
+    # event, e.g. staleness drops). Each target is read here, whatever Prometheus's last scrape
+    # of it said: right after a GRPO job the busy rollout and trainer can miss a scrape (found
+    # 2026-12-05: both "down" for a moment, their families unknown). A target that no container
+    # serves (the orchestrator, which this stack does not run) is left out.
     used = set(re.findall(r"\brlvr_[a-z_]+", " ".join(p["expr"] for p in panels)))
     known = set(get_json(f"{PROMETHEUS}/api/v1/label/__name__/values")["data"])
     for target in get_json(f"{PROMETHEUS}/api/v1/targets?state=active")["data"]["activeTargets"]:
-        if target["health"] == "up" and target["labels"]["job"] != "prometheus":
-            with urllib.request.urlopen(target["scrapeUrl"], timeout=10) as reply:
-                for line in reply.read().decode().splitlines():
-                    if line.startswith("# TYPE "):
-                        family = line.split()[2]
-                        known |= {family, f"{family}_total", f"{family}_bucket"}
+        if target["labels"]["job"] != "prometheus":
+            known |= declared_families(target["scrapeUrl"])
     unknown = sorted(used - known)
     emit(
         {
