@@ -33,6 +33,8 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
+import numpy as np
+
 from rlvr_world.apps.orchestrator.config import OrchestratorConfig
 from rlvr_world.items import PromptItem, VideoPayload, video_anchor, video_payload
 from rlvr_world.rewards.types import InvalidInput, RewardResult
@@ -154,21 +156,13 @@ class VideoRecipe:
             frames = anchor_samples(
                 decoded[:-1], decoded[-1], payload.previous, ids, context, grid=grid, dilate=dilate
             )
-        results: list[RewardResult] = await stage(
-            "score",
-            lambda: self.clients.score_frames(
-                frames[:, None],
-                payload.target[None],
-                payload.previous,
-                self.cfg.video_weights,
-                lpips_net=self.cfg.video_lpips_net,
-                repetition_penalty=self.cfg.video_repetition_penalty,
-                patch_grid=self.cfg.video_patch_grid,
-                actions=payload.actions,
-                states=payload.states,
-            ),
+        return await self._score(
+            stage,
+            payload,
+            frames[:, None],
+            payload.target[None],
+            patch_grid=self.cfg.video_patch_grid,
         )
-        return results
 
     async def _score_clips(
         self,
@@ -188,18 +182,34 @@ class VideoRecipe:
         context = list(payload.context_tokens)
         decoded = await stage("decode", lambda: self.clients.decode_frames(flat, context))
         clips = decoded.reshape(len(ids), steps, *decoded.shape[1:])
+        return await self._score(stage, payload, clips, payload.target, aggregation="mean")
+
+    async def _score(
+        self,
+        stage: Stage,
+        payload: VideoPayload,
+        frames: np.ndarray,
+        target: np.ndarray,
+        *,
+        aggregation: str = "",
+        patch_grid: tuple[int, int] | None = None,
+    ) -> list[RewardResult]:
+        """One ``ScoreFrames`` of ``frames`` against ``target`` with the config's weights and
+        options and the item's true actions and states: per patch (``patch_grid``, single-step
+        items) or each clip's ``aggregation`` (multi-step items)."""
         results: list[RewardResult] = await stage(
             "score",
             lambda: self.clients.score_frames(
-                clips,
-                payload.target,
+                frames,
+                target,
                 payload.previous,
                 self.cfg.video_weights,
-                aggregation="mean",
                 lpips_net=self.cfg.video_lpips_net,
                 repetition_penalty=self.cfg.video_repetition_penalty,
                 actions=payload.actions,
                 states=payload.states,
+                aggregation=aggregation,
+                patch_grid=patch_grid,
             ),
         )
         return results
