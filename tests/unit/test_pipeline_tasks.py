@@ -4,6 +4,7 @@ length, the metric, the always-no-change score and the command's line."""
 
 from __future__ import annotations
 
+import asyncio
 import typing
 from pathlib import Path
 
@@ -24,8 +25,15 @@ def test_every_config_task_has_a_recipe_and_a_serving_recipe() -> None:
     assert set(TASKS) == config_tasks
     for name, task in TASKS.items():
         assert task.name == name
-    serving = recipes(OrchestratorConfig(), ServiceClients("a:1", "b:2", "c:3"))
-    assert config_tasks <= set(serving)  # the data path serves every language task
+
+    async def served_tasks() -> set[str]:  # gRPC's aio channels need a running loop
+        clients = ServiceClients("a:1", "b:2", "c:3")
+        try:
+            return set(recipes(OrchestratorConfig(), clients))
+        finally:
+            await clients.close()
+
+    assert config_tasks <= asyncio.run(served_tasks())  # the data path serves every language task
 
 
 def test_text_game_recipe_builds_items_keeps_them_and_scores_no_change() -> None:
