@@ -1,9 +1,10 @@
-"""One device setting and one precision setting, with one meaning everywhere.
+"""One device setting, one precision setting and one thread count, with one meaning everywhere.
 
 ``device``: ``auto`` (CUDA when torch sees a GPU, else the CPU), ``cpu``, ``cuda`` (the first
 GPU) or ``cuda:N``. ``precision``: ``auto`` (bf16 on a CUDA device that supports it, fp32
 otherwise), ``fp32``, or ``bf16`` (also on the CPU, where it is asked for: slower there, and it
-is what a test of the bf16 path runs on a machine without a GPU).
+is what a test of the bf16 path runs on a machine without a GPU). ``torch_threads``: 1 to 1024
+(``TorchThreads``; each config keeps its own default).
 
 The configs (pipeline, video, MPC, trainer, services) check the *spelling* when they load
 (``check_device``, ``check_precision``: no torch import, so ``--help`` and config checks stay
@@ -23,7 +24,7 @@ import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Annotated, Literal
 
-from pydantic import AfterValidator
+from pydantic import AfterValidator, Field
 
 if TYPE_CHECKING:
     import torch
@@ -60,6 +61,11 @@ def check_precision(value: str) -> str:
 
 #: A config field's type: a device spelling, checked at load.
 DeviceName = Annotated[str, AfterValidator(check_device)]
+#: A config field's type: torch intra-op threads of the process (``torch.set_num_threads``); one
+#: bound for every config that sets it (each keeps its own default).
+TorchThreads = Annotated[
+    int, Field(ge=1, le=1024, description="torch intra-op threads (torch.set_num_threads)")
+]
 
 
 def _no_cuda_reason() -> str:

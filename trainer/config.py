@@ -15,7 +15,7 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from rlvr_world.devices import DeviceName, PrecisionName
+from rlvr_world.devices import DeviceName, PrecisionName, TorchThreads
 from rlvr_world.grpo.loss import AGG_MODES, KL_TYPES
 from rlvr_world.grpo.settings import DEFAULT_MAX_STALENESS, GrpoObjective, MaxStaleness
 from rlvr_world.queue.weights import WEIGHTS_CHANNEL, WEIGHTS_KEY
@@ -181,7 +181,7 @@ class RunConfig(_Section):
         description="auto: bf16 autocast on a CUDA device that supports it, fp32 elsewhere; "
         "fp32; bf16 (the CPU too: slower there)",
     )
-    torch_threads: int = Field(default=1, ge=1, le=512, description="torch intra-op threads on CPU")
+    torch_threads: TorchThreads = 1
     prometheus_port: int | None = Field(
         default=None, ge=0, le=65535, description="serve /metrics here"
     )

@@ -50,6 +50,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from rlvr_world.devices import (
     DeviceName,
     PrecisionName,
+    TorchThreads,
     autocast,
     device_line,
     resolve_device,
@@ -85,7 +86,7 @@ class SftConfig(BaseModel):
     grad_clip: float = Field(default=1.0, gt=0.0, le=1e6, description="max global grad norm")
     max_length: int = Field(default=1024, ge=8, le=1_000_000, description="longest example")
     seed: int = Field(default=0, ge=0, description="shuffle and init seed")
-    torch_threads: int = Field(default=1, ge=1, le=512, description="torch intra-op threads")
+    torch_threads: TorchThreads = 1
     max_steps: int | None = Field(
         default=None, ge=1, le=100_000_000, description="stop after this many steps (a budget)"
     )

@@ -6,8 +6,9 @@ trains with, dynamic sampling and per-token credit. The trainer's ``grpo`` secti
 (``trainer.config.GrpoConfig``) extends it with the loss's own knobs (clipping, KL estimator,
 aggregation); a run's ``rl`` section (``apps.run.grpo.RlSection``) extends it with sampling and
 queue sizes and writes the trainer's section from it (``objective()``), so a field, its bound
-and its default live here only. ``MaxStaleness`` is the one bound on how many policy versions a
-group may lag, for the trainer's queue, the orchestrator's gate and the run config alike.
+and its default live here only. ``GroupSize`` is the one bound on a group's size (the
+orchestrator and every run config), ``MaxStaleness`` the one bound on how many policy versions a
+group may lag (the trainer's queue, the orchestrator's gate and the run config alike).
 
 Validation only; nothing here reads files or the environment.
 """
@@ -34,6 +35,8 @@ MaxStaleness = Annotated[
     ),
 ]
 DEFAULT_MAX_STALENESS = 2
+#: Samples per prompt (G): at least 2, or no group has a spread to learn from.
+GroupSize = Annotated[int, Field(ge=2, le=1024, description="samples per prompt (G)")]
 
 
 class GrpoObjective(BaseModel):

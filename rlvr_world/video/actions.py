@@ -14,12 +14,17 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 import numpy as np
 import numpy.typing as npt
+from pydantic import Field
 
 from rlvr_world.shapes import MATRIX_NDIM
+
+#: A config field's type: simulator steps one model step (one action) spans; one bound for every
+#: config that sets it (the data, the IDM, MPC).
+FrameSkip = Annotated[int, Field(ge=1, le=64, description="simulator steps per model step")]
 
 EPS = 1e-8
 #: Columns of a range row: ``[min, max]``.

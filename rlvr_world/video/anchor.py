@@ -22,11 +22,18 @@ is ``(rows, cols)`` of tokens, each covering ``H // rows`` x ``W // cols`` pixel
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import Annotated, Any
 
 import numpy as np
 from numpy.typing import NDArray
+from pydantic import Field
 
+#: A config field's type: the ``dilate`` of context-anchored decoding (grid positions a changed
+#: token's patch grows by), or None to decode every token; one bound for every config that sets it.
+AnchorDilate = Annotated[
+    int | None,
+    Field(ge=0, le=8, description="context-anchored decoding's dilate (None: decode every token)"),
+]
 #: ndim of a batch of token grids / frames.
 _TOKENS_NDIM = 2
 _FRAMES_NDIM = 4

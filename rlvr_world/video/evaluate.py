@@ -59,7 +59,7 @@ from rlvr_world.rewards.video import (
     validate_video,
 )
 from rlvr_world.shapes import MATRIX_NDIM
-from rlvr_world.video.anchor import anchor_frames, last_context_tokens
+from rlvr_world.video.anchor import AnchorDilate, anchor_frames, last_context_tokens
 from rlvr_world.video.data import ClipArrays, ClipLike
 from rlvr_world.video.layout import SingleStepVocab, TokenSequence
 from rlvr_world.video.train_mle import clip_arrays, encode_clips
@@ -95,10 +95,8 @@ class EvalConfig(BaseModel):
     repetition_threshold: float = Field(default=1e-3, ge=0, description="copy test, mean |diff|")
     grid_rows: int = Field(default=8, ge=0, description="clips drawn in the PNG grid")
     baselines: bool = Field(default=True, description="also score recon_* and copy_* (2x cost)")
-    anchor_dilate: int | None = Field(
+    anchor_dilate: AnchorDilate = Field(
         default=None,
-        ge=0,
-        le=8,
         description="context-anchored decoding (rlvr_world.video.anchor): the last context frame "
         "plus the decoded change where the predicted tokens, grown by this many grid positions, "
         "changed; None decodes every token",

@@ -9,7 +9,7 @@ from __future__ import annotations
 from pydantic import Field
 from pydantic_settings import SettingsConfigDict
 
-from rlvr_world.devices import DeviceName
+from rlvr_world.devices import DeviceName, TorchThreads
 from rlvr_world.scaffold.settings import GrpcMetricsSettings
 
 
@@ -27,7 +27,7 @@ class DecoderSettings(GrpcMetricsSettings):
     )
     frame_batch: int = Field(default=64, ge=1, le=65536, description="frames per decoder forward")
     max_frames: int = Field(default=4096, ge=1, le=1_000_000, description="frames per request")
-    torch_threads: int = Field(default=1, ge=1, le=1024, description="torch threads for frames")
+    torch_threads: TorchThreads = 1
     device: DeviceName = Field(
         default="auto",
         description="device of the video tokenizer's frame decoding: auto (CUDA where torch "

@@ -14,6 +14,7 @@ from typing import Literal
 from pydantic import Field
 from pydantic_settings import SettingsConfigDict
 
+from rlvr_world.devices import TorchThreads
 from rlvr_world.scaffold.settings import ServiceSettings
 
 PerceptualName = Literal["lpips", "stlpips"]
@@ -46,7 +47,7 @@ class RewardSettings(ServiceSettings):
     video_threads: int = Field(
         default=32, ge=1, le=1024, description="threads scoring video requests in the main process"
     )
-    torch_threads: int = Field(default=1, ge=1, le=256, description="torch intra-op threads")
+    torch_threads: TorchThreads = 1
     perceptual_device: str | None = Field(
         default=None,
         description="torch device for LPIPS/ST-LPIPS and the IDM (default: cuda if available)",

@@ -15,7 +15,7 @@ from typing import Annotated, Literal
 from pydantic import Field, field_validator
 from pydantic_settings import NoDecode, SettingsConfigDict
 
-from rlvr_world.devices import DeviceName
+from rlvr_world.devices import DeviceName, TorchThreads
 from rlvr_world.queue.weights import WEIGHTS_CHANNEL, WEIGHTS_KEY
 from rlvr_world.scaffold.settings import GrpcMetricsSettings
 
@@ -54,7 +54,7 @@ class RolloutSettings(GrpcMetricsSettings):
         "forward pass (no transformers import: a faster start), others on transformers' classes; "
         "'transformers' always on transformers' classes",
     )
-    torch_threads: int = Field(default=1, ge=1, le=256, description="torch intra-op threads")
+    torch_threads: TorchThreads = 1
     batch_rows: int = Field(
         default=64,
         ge=0,

@@ -16,7 +16,9 @@ from typing import Any, Literal, Self
 from pydantic import Field, model_validator
 
 from rlvr_world.apps.run.configfile import Section, read_config
-from rlvr_world.devices import DeviceName
+from rlvr_world.devices import DeviceName, TorchThreads
+from rlvr_world.video.actions import FrameSkip
+from rlvr_world.video.anchor import AnchorDilate
 
 PLANNERS = ("oracle", "random", "base", "rlvr")
 
@@ -35,18 +37,16 @@ class ModelsSection(Section):
     rlvr: Path = Field(description="the RLVR model folder or a trainer's checkpoints/latest")
     spec: Path | None = Field(default=None, description="folder whose video.json to use")
     tokenizer: Path | None = Field(default=None, description="frame tokenizer folder")
-    anchor_dilate: int | None = Field(default=0, ge=0, le=8, description="None: plain decode")
+    anchor_dilate: AnchorDilate = 0
     batch_size: int = Field(default=32, ge=1, le=4096, description="candidates decoded together")
     device: DeviceName = Field(
         default="auto",
         description="the world models' device (rlvr_world.devices): auto (CUDA where torch "
         "sees a GPU), cpu, cuda or cuda:N",
     )
-    torch_threads: int = Field(default=1, ge=1, le=256, description="torch.set_num_threads")
-    frame_skip: int | None = Field(
+    torch_threads: TorchThreads = 1
+    frame_skip: FrameSkip | None = Field(
         default=None,
-        ge=1,
-        le=64,
         description="simulator steps per model step (one planner or policy step); None: the "
         "models' video.json (1 where it records none: models saved before it did; a pusht_skip "
         "model of such a run needs 4 here)",

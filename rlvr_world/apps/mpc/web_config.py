@@ -19,7 +19,7 @@ from pydantic import Field, model_validator
 
 from rlvr_world.apps.mpc.config import check_planners
 from rlvr_world.apps.run.configfile import Section, read_config
-from rlvr_world.devices import DeviceName
+from rlvr_world.devices import DeviceName, TorchThreads
 
 WEB_PLANNERS = ("greedy", "random", "base", "rlvr")
 
@@ -28,7 +28,7 @@ class WebModelsSection(Section):
     base: Path = Field(description="the base (SFT) language world model folder, with tokenizer")
     rlvr: Path = Field(description="the RLVR model folder or a trainer's checkpoints/latest")
     max_tokens: int = Field(default=160, ge=1, le=4096, description="tokens per prediction")
-    torch_threads: int = Field(default=1, ge=1, le=256)
+    torch_threads: TorchThreads = 1
     build_tiny: bool = Field(default=False, description="smoke: build tiny random models if absent")
     device: DeviceName = Field(
         default="auto",

@@ -10,7 +10,8 @@ from typing import Annotated, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from rlvr_world.apps.orchestrator.retry import Backoff
-from rlvr_world.grpo.settings import DEFAULT_MAX_STALENESS, MaxStaleness
+from rlvr_world.grpo.settings import DEFAULT_MAX_STALENESS, GroupSize, MaxStaleness
+from rlvr_world.video.anchor import AnchorDilate
 from rlvr_world.wire.services import Sampling
 
 #: Rows or columns of a video frame's token grid.
@@ -22,7 +23,7 @@ class OrchestratorConfig(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    group_size: int = Field(default=4, ge=2, le=1024, description="samples per prompt (G)")
+    group_size: GroupSize = 4
     max_tokens: int = Field(default=128, ge=1, le=1_000_000, description="new tokens per sample")
     temperature: float = Field(default=1.0, gt=0.0, le=10.0, description="sampling temperature")
     top_p: float = Field(default=1.0, gt=0.0, le=1.0, description="nucleus mass (1: off)")
@@ -53,8 +54,8 @@ class OrchestratorConfig(BaseModel):
     video_repetition_penalty: float = Field(
         default=0.0, ge=0.0, le=100.0, description="video reward: penalty per copied frame"
     )
-    video_anchor_dilate: int | None = Field(
-        default=None, ge=0, le=8, description="single-step video: rlvr_world.video.anchor's dilate"
+    video_anchor_dilate: AnchorDilate = Field(
+        default=None, description="single-step video: rlvr_world.video.anchor's dilate"
     )
     video_patch_grid: tuple[PatchCount, PatchCount] | None = Field(
         default=None,

@@ -26,7 +26,7 @@ from rlvr_world.apps.run.configfile import Section as _Section
 from rlvr_world.apps.run.configfile import read_config
 from rlvr_world.apps.run.grpo import RlSection
 from rlvr_world.apps.run.stack import RolloutSection, head_size_error
-from rlvr_world.devices import DeviceName, PrecisionName
+from rlvr_world.devices import DeviceName, PrecisionName, TorchThreads
 from rlvr_world.grpo.settings import RewardValue
 from rlvr_world.tiny_model import TinyLMConfig
 
@@ -205,7 +205,7 @@ class SftSection(_Section):
     schedule: Literal["constant", "cosine"] = Field(
         default="constant", description="learning rate after the warm-up: constant or cosine to 0"
     )
-    torch_threads: int = Field(default=2, ge=1, le=512, description="threads (nothing else runs)")
+    torch_threads: TorchThreads = 2
     max_length: int = Field(
         default=1024,
         ge=8,

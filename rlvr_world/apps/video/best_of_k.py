@@ -44,6 +44,7 @@ from pydantic import Field, model_validator
 from rlvr_world.apps.run.configfile import Section, read_config
 from rlvr_world.apps.video.config import SamplingChoice, VideoPipelineConfig, placed
 from rlvr_world.apps.video.source import SourceSection, source_config
+from rlvr_world.devices import TorchThreads
 
 logger = logging.getLogger(__name__)
 
@@ -72,7 +73,7 @@ class BestOfKRun(Section):
     run_dir: Path = Field(default=Path("runs/video_best_of_k"), description="everything written")
     seed: int = Field(default=0, ge=0, description="sampling seeds: seed * 100003 + j")
     resamples: int = Field(default=10_000, ge=100, le=1_000_000, description="bootstrap draws")
-    torch_threads: int = Field(default=1, ge=1, le=256, description="torch.set_num_threads")
+    torch_threads: TorchThreads = 1
 
 
 class BestOfKSection(Section):

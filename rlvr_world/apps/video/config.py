@@ -25,7 +25,9 @@ from rlvr_world.apps.video.sections import (
     VideoIdm,
     VideoRl,
 )
-from rlvr_world.devices import DeviceName, Placement, PrecisionName
+from rlvr_world.devices import DeviceName, Placement, PrecisionName, TorchThreads
+from rlvr_world.video.actions import FrameSkip
+from rlvr_world.video.anchor import AnchorDilate
 
 if TYPE_CHECKING:
     from rlvr_world.video.compressive import CompressiveConfig
@@ -67,10 +69,8 @@ class VideoData(_Section):
         le=512.0,
         description="agent_relative: moves are quantised in [-range, range] per axis (clipped)",
     )
-    frame_skip: int = Field(
+    frame_skip: FrameSkip = Field(
         default=1,
-        ge=1,
-        le=64,
         description=(
             "PushT: one model step spans this many simulator steps; its action is the last "
             "target of the span (agent_relative: minus the agent's position at its start)"
@@ -183,10 +183,8 @@ class VideoModelSection(_Section):
     heads: int = Field(default=4, ge=1, le=256, description="attention heads")
     action_bins: int = Field(default=256, ge=2, le=65536, description="bins per action dim")
     seed: int = Field(default=0, ge=0, description="initialisation seed, added to run.seed")
-    anchor_dilate: int | None = Field(
+    anchor_dilate: AnchorDilate = Field(
         default=None,
-        ge=0,
-        le=8,
         description="context-anchored frames (rlvr_world.video.anchor), in every evaluation and "
         "in the RL reward: the last context frame's pixels where the predicted tokens, grown by "
         "this many grid positions, equal its tokens; null decodes every token (single-step only)",
@@ -226,10 +224,8 @@ class VideoMle(_Section):
     steps: int = Field(default=1500, ge=1, le=10_000_000, description="optimizer steps")
     batch_size: int = Field(default=16, ge=1, le=4096, description="sequences per step")
     lr: float = Field(default=1e-3, gt=0.0, le=1.0, description="peak learning rate")
-    torch_threads: int = Field(
+    torch_threads: TorchThreads = Field(
         default=1,
-        ge=1,
-        le=512,
         description="torch threads of the tokenizer, MLE and evaluation in this process (more "
         "than 1 helps only on an otherwise idle machine)",
     )

@@ -23,7 +23,7 @@ from pydantic import Field, model_validator
 
 from rlvr_world.apps.run.configfile import Section
 from rlvr_world.apps.run.grpo import RlSection
-from rlvr_world.grpo.settings import KlCoef
+from rlvr_world.grpo.settings import GroupSize, KlCoef
 
 #: The ``rl.weights`` key standing for the metric ``eval.perceptual`` resolves to.
 PERCEPTUAL = "perceptual"
@@ -35,7 +35,7 @@ class VideoRl(RlSection):
     """GRPO through the rollout, decoder and reward services and the queue-fed trainer (the
     shared fields in ``apps.run.grpo.RlSection``; video defaults here)."""
 
-    group_size: int = Field(default=8, ge=2, le=1024, description="samples per prompt (G)")
+    group_size: GroupSize = 8
     steps: int = Field(default=60, ge=1, le=1_000_000, description="trainer optimizer steps")
     micro_batch_size: int = Field(default=16, ge=1, le=100_000, description="samples/backward")
     kl_coef: KlCoef = 0.0
