@@ -149,67 +149,36 @@ class _SyncToken(
     def __init__(self, metadata: Metadata) -> None:
         self._metadata = metadata
 
-    def _go(
-        self, continuation: Continue, details: grpc.ClientCallDetails, request: Any
-    ) -> grpc.Call:
-        return continuation(_CallDetails(details, self._metadata), request)
-
     def intercept_unary_unary(
         self, continuation: Continue, details: grpc.ClientCallDetails, request: Any
     ) -> grpc.Call:
         """The call with the token added to its metadata."""
-        return self._go(continuation, details, request)
+        return continuation(_CallDetails(details, self._metadata), request)
 
-    def intercept_unary_stream(
-        self, continuation: Continue, details: grpc.ClientCallDetails, request: Any
-    ) -> grpc.Call:
-        """The call with the token added to its metadata."""
-        return self._go(continuation, details, request)
-
-    def intercept_stream_unary(
-        self, continuation: Continue, details: grpc.ClientCallDetails, request_iter: Any
-    ) -> grpc.Call:
-        """The call with the token added to its metadata."""
-        return self._go(continuation, details, request_iter)
-
-    def intercept_stream_stream(
-        self, continuation: Continue, details: grpc.ClientCallDetails, request_iter: Any
-    ) -> grpc.Call:
-        """The call with the token added to its metadata."""
-        return self._go(continuation, details, request_iter)
+    # grpc calls every kind's hook positionally with (continuation, details, request), the
+    # request being an iterator of messages for a client stream: one body serves all four
+    intercept_unary_stream = intercept_unary_unary
+    intercept_stream_unary = intercept_unary_unary
+    intercept_stream_stream = intercept_unary_unary
 
 
 def _aio_token_interceptors(metadata: Metadata) -> list[grpc.aio.ClientInterceptor]:
-    """One asyncio interceptor per call kind (grpc.aio dispatches on the base class)."""
+    """One asyncio interceptor per call kind, all with the same hook: grpc.aio files each
+    interceptor under the first call kind's base class it is an instance of, and calls the hook
+    positionally with (continuation, details, request or request iterator)."""
 
-    async def go(
-        continuation: AioContinue, details: grpc.aio.ClientCallDetails, request: Any
+    async def intercept(
+        self: object, continuation: AioContinue, details: grpc.aio.ClientCallDetails, request: Any
     ) -> grpc.aio.Call:
         return await continuation(_with_metadata(details, metadata), request)
 
-    # each class subclasses a grpcio class, which is Any to mypy (no stubs): hence ignore[misc]
-    class UnaryUnary(grpc.aio.UnaryUnaryClientInterceptor):  # type: ignore[misc]
-        async def intercept_unary_unary(
-            self, continuation: AioContinue, details: grpc.aio.ClientCallDetails, req: Any
-        ) -> grpc.aio.Call:
-            return await go(continuation, details, req)
-
-    class UnaryStream(grpc.aio.UnaryStreamClientInterceptor):  # type: ignore[misc]
-        async def intercept_unary_stream(
-            self, continuation: AioContinue, details: grpc.aio.ClientCallDetails, req: Any
-        ) -> grpc.aio.Call:
-            return await go(continuation, details, req)
-
-    class StreamUnary(grpc.aio.StreamUnaryClientInterceptor):  # type: ignore[misc]
-        async def intercept_stream_unary(
-            self, continuation: AioContinue, details: grpc.aio.ClientCallDetails, it: Any
-        ) -> grpc.aio.Call:
-            return await go(continuation, details, it)
-
-    class StreamStream(grpc.aio.StreamStreamClientInterceptor):  # type: ignore[misc]
-        async def intercept_stream_stream(
-            self, continuation: AioContinue, details: grpc.aio.ClientCallDetails, it: Any
-        ) -> grpc.aio.Call:
-            return await go(continuation, details, it)
-
-    return [UnaryUnary(), UnaryStream(), StreamUnary(), StreamStream()]
+    bases = {
+        "unary_unary": grpc.aio.UnaryUnaryClientInterceptor,
+        "unary_stream": grpc.aio.UnaryStreamClientInterceptor,
+        "stream_unary": grpc.aio.StreamUnaryClientInterceptor,
+        "stream_stream": grpc.aio.StreamStreamClientInterceptor,
+    }
+    return [
+        type(f"Aio{base.__name__}", (base,), {f"intercept_{kind}": intercept})()
+        for kind, base in bases.items()
+    ]

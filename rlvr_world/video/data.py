@@ -106,12 +106,22 @@ ClipArrays = tuple[Frames, Actions]
 ClipLike = Clip | ClipArrays
 
 
-def check_frames(name: str, frames: object) -> None:
-    """Raise ValueError unless ``frames`` is a uint8 (N, H, W, 3) array with N >= 2."""
+def check_uint8_array(name: str, frames: object) -> Frames:
+    """``frames`` as a uint8 numpy array; ``ValueError`` naming ``name`` otherwise.
+
+    The shape is the caller's to check (:func:`check_frames` here; the tokenizer's
+    ``check_frame_array`` also wants the configured frame size).
+    """
     if not isinstance(frames, np.ndarray):
         raise ValueError(f"{name}: expected a numpy array, got {type(frames).__name__}")
     if frames.dtype != np.uint8:
-        raise ValueError(f"{name}: expected dtype uint8, got {frames.dtype}")
+        raise ValueError(f"{name}: expected dtype uint8 (0..255), got {frames.dtype}")
+    return frames
+
+
+def check_frames(name: str, frames: object) -> None:
+    """Raise ValueError unless ``frames`` is a uint8 (N, H, W, 3) array with N >= 2."""
+    frames = check_uint8_array(name, frames)
     if (
         frames.ndim != FRAMES_NDIM
         or frames.shape[-1] != RGB_CHANNELS

@@ -59,14 +59,7 @@ from rlvr_world.rewards.action import (
 from rlvr_world.rewards.checks import check_pixel_dtype
 from rlvr_world.rewards.types import InvalidInput, RewardResult, Status, failed
 from rlvr_world.shapes import FRAME_NDIM, FRAMES_NDIM, RGB_CHANNELS
-from rlvr_world.video.module_folder import (
-    CONFIG_FILE,
-    FORMAT_VERSION,
-    WEIGHTS_FILE,
-    load_weights_file,
-    parse_meta,
-    save_module_folder,
-)
+from rlvr_world.video import module_folder
 
 logger = logging.getLogger(__name__)
 
@@ -212,7 +205,7 @@ class InverseDynamicsModel(nn.Module):
 
     def save(self, directory: str | Path) -> Path:
         """Write ``config.json`` and ``model.safetensors`` into ``directory``; returns it."""
-        return save_module_folder(self, KIND, self.config, directory, name="the IDM")
+        return module_folder.save_module_folder(self, KIND, self.config, directory, name="the IDM")
 
 
 # --------------------------------------------------------------------------------------------
@@ -264,20 +257,22 @@ def _read_config(path: Path) -> IdmConfig:
         )
     if not path.is_dir():
         raise InvalidInput(f"IDM folder {path} is not a folder")
-    meta_path = path / CONFIG_FILE
+    meta_path = path / module_folder.CONFIG_FILE
     if not meta_path.is_file():
         raise InvalidInput(
-            f"{path} is not an IDM folder: it has no {CONFIG_FILE} (rlvr-world video train-idm "
-            "writes one)"
+            f"{path} is not an IDM folder: it has no {module_folder.CONFIG_FILE} (rlvr-world "
+            "video train-idm writes one)"
         )
-    meta = parse_meta(meta_path, error=InvalidInput)
+    meta = module_folder.parse_meta(meta_path, error=InvalidInput)
     kind = meta.get("kind") if isinstance(meta, dict) else None
     if kind != KIND or not isinstance(meta, dict):
-        raise InvalidInput(f"{path} is not an IDM folder: {CONFIG_FILE} holds kind {kind!r}")
-    if meta.get("format_version") != FORMAT_VERSION:
+        raise InvalidInput(
+            f"{path} is not an IDM folder: {module_folder.CONFIG_FILE} holds kind {kind!r}"
+        )
+    if meta.get("format_version") != module_folder.FORMAT_VERSION:
         raise InvalidInput(
             f"{meta_path}: format_version {meta.get('format_version')!r}, this code reads "
-            f"{FORMAT_VERSION}"
+            f"{module_folder.FORMAT_VERSION}"
         )
     try:
         return IdmConfig.model_validate(meta.get("config"))
@@ -291,11 +286,11 @@ def load_idm(directory: str | Path, device: str | torch.device = "cpu") -> Inver
     is wrong for a missing folder, a folder of something else, or weights that do not fit."""
     path = Path(directory)
     config = _read_config(path)
-    weights = path / WEIGHTS_FILE
+    weights = path / module_folder.WEIGHTS_FILE
     if not weights.is_file():
-        raise InvalidInput(f"IDM folder {path} has no {WEIGHTS_FILE}")
+        raise InvalidInput(f"IDM folder {path} has no {module_folder.WEIGHTS_FILE}")
     model = InverseDynamicsModel(config)
-    load_weights_file(model, weights, error=InvalidInput)
+    module_folder.load_weights_file(model, weights, error=InvalidInput)
     logger.info("loaded the IDM from %s (%s, %s)", path, config.image_size, config.action_form)
     return model.to(device).eval()
 

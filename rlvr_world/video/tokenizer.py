@@ -34,6 +34,7 @@ from torch.nn import functional
 
 from rlvr_world.shapes import FRAMES_NDIM, MATRIX_NDIM, RGB_CHANNELS
 from rlvr_world.video.conv import Decoder, Encoder, check_stages
+from rlvr_world.video.data import check_uint8_array
 from rlvr_world.video.fsq import FSQ, check_levels
 from rlvr_world.video.module_folder import (
     CONFIG_FILE,
@@ -131,10 +132,7 @@ def check_frame_array(
     frames: object, hw: tuple[int, int], name: str = "frames"
 ) -> NDArray[np.uint8]:
     """``frames`` must be a uint8 numpy array ``(N, H, W, 3)`` with the configured ``(H, W)``."""
-    if not isinstance(frames, np.ndarray):
-        raise ValueError(f"{name}: expected a numpy array, got {type(frames).__name__}")
-    if frames.dtype != np.uint8:
-        raise ValueError(f"{name}: expected dtype uint8 (0..255), got {frames.dtype}")
+    frames = check_uint8_array(name, frames)
     if (
         frames.ndim != FRAMES_NDIM
         or frames.shape[3] != RGB_CHANNELS

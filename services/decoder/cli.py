@@ -35,5 +35,4 @@ COMMAND: ServiceCommand[DecoderSettings] = ServiceCommand(
     serve="services.decoder.server:serve",
 )
 add_serve_decoder_parser = COMMAND.add_parser
-settings_from_args = COMMAND.settings_from_args
 main = COMMAND.main

@@ -54,5 +54,4 @@ COMMAND: ServiceCommand[RewardSettings] = ServiceCommand(
     serve="services.reward.server:serve",
 )
 add_serve_reward_parser = COMMAND.add_parser
-settings_from_args = COMMAND.settings_from_args
 main = COMMAND.main

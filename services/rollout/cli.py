@@ -50,5 +50,4 @@ COMMAND: ServiceCommand[RolloutSettings] = ServiceCommand(
     serve="services.rollout.server:serve",
 )
 add_serve_rollout_parser = COMMAND.add_parser
-settings_from_args = COMMAND.settings_from_args
 main = COMMAND.main

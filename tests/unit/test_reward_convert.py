@@ -118,13 +118,13 @@ def test_settings_from_env_and_tls_pair(monkeypatch: pytest.MonkeyPatch) -> None
 
 
 def test_cli_parser_overrides_only_given_options() -> None:
-    from services.reward.cli import add_serve_reward_parser, settings_from_args
+    from services.reward.cli import COMMAND
 
     parser = argparse.ArgumentParser()
     sub = parser.add_subparsers(dest="command")
-    add_serve_reward_parser(sub)
+    COMMAND.add_parser(sub)
     args = parser.parse_args(["serve", "reward", "--grpc-port", "0", "--workers", "3"])
-    settings = settings_from_args(args)
+    settings = COMMAND.settings_from_args(args)
     assert (settings.grpc_port, settings.workers, settings.http_port) == (0, 3, 8000)
 
 

@@ -116,20 +116,20 @@ def test_check_state_fits_accepts_tied_weights_and_names_mismatches() -> None:
 
 
 def test_serve_rollout_and_decoder_parsers_share_serve_and_map_options() -> None:
-    from services.decoder.cli import add_serve_decoder_parser
-    from services.decoder.cli import settings_from_args as decoder_settings
-    from services.rollout.cli import COMMAND, add_serve_rollout_parser, settings_from_args
+    from services.decoder.cli import COMMAND as DECODER
+    from services.rollout.cli import COMMAND
 
     parser = argparse.ArgumentParser()
     sub = parser.add_subparsers(dest="command", required=True)
-    add_serve_rollout_parser(sub)
-    add_serve_decoder_parser(sub)
+    COMMAND.add_parser(sub)
+    DECODER.add_parser(sub)
     args = parser.parse_args(
         ["serve", "rollout", "--model", "m", "--grpc-port", "0", "--redis-url", "redis://x"]
     )
     assert args.handler == COMMAND.run
-    settings = settings_from_args(args)
+    settings = COMMAND.settings_from_args(args)
     assert (settings.model, settings.grpc_port, settings.redis_url) == ("m", 0, "redis://x")
     assert settings.tokenizer_path() == "m" and settings.max_n == 64
     dargs = parser.parse_args(["serve", "decoder", "--tokenizer", "t", "--max-batch", "3"])
-    assert (decoder_settings(dargs).tokenizer, decoder_settings(dargs).max_batch) == ("t", 3)
+    decoder_settings = DECODER.settings_from_args(dargs)
+    assert (decoder_settings.tokenizer, decoder_settings.max_batch) == ("t", 3)

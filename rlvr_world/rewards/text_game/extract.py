@@ -161,51 +161,50 @@ def _brace_blocks(text: str) -> Iterator[tuple[int, int | None]]:
         pos = text.find("{", end if end is not None else pos + 1)
 
 
-def _match_brace(text: str, start: int, budget: list[int]) -> int | None:
-    """Index just past the bracket closing ``text[start]``, skipping quoted strings, or None."""
-    depth = 0
-    pos = start
-    while budget[0] > 0:
-        budget[0] -= 1
+def _brackets(text: str, pos: int, budget: list[int] | None = None) -> Iterator[tuple[str, int]]:
+    """Each bracket of ``text`` from ``pos`` on outside quoted strings, with the index past it.
+
+    Ends at the end of the text, at an unclosed quote, or once ``budget`` (tokens scanned,
+    brackets and quotes, shared between calls; None: no bound) is spent.
+    """
+    while budget is None or budget[0] > 0:
+        if budget is not None:
+            budget[0] -= 1
         token = _SPECIAL.search(text, pos)
         if token is None:
-            return None
+            return
         char, pos = token.group(), token.end()
-        if char in "[{":
-            depth += 1
-        elif char in "]}":
-            depth -= 1
-            if depth == 0:
-                return pos
+        if char in "[]{}":
+            yield char, pos
         else:
             body = (_DQ_BODY if char == '"' else _SQ_BODY).match(text, pos)
             if body is None:
-                return None
+                return
             pos = body.end()
+
+
+def _match_brace(text: str, start: int, budget: list[int]) -> int | None:
+    """Index just past the bracket closing ``text[start]``, skipping quoted strings, or None."""
+    depth = 0
+    for char, pos in _brackets(text, start, budget):
+        depth += 1 if char in "[{" else -1
+        if depth == 0:
+            return pos
     return None
 
 
 def max_nesting(text: str, stop_above: int) -> int:
     """Deepest ``[``/``{`` nesting outside quoted strings (stops once above ``stop_above``)."""
     depth = deepest = 0
-    pos = 0
-    while True:
-        token = _SPECIAL.search(text, pos)
-        if token is None:
-            return deepest
-        char, pos = token.group(), token.end()
+    for char, _ in _brackets(text, 0):
         if char in "[{":
             depth += 1
             deepest = max(deepest, depth)
             if deepest > stop_above:
-                return deepest
-        elif char in "]}":
-            depth = max(depth - 1, 0)
+                break
         else:
-            body = (_DQ_BODY if char == '"' else _SQ_BODY).match(text, pos)
-            if body is None:
-                return deepest
-            pos = body.end()
+            depth = max(depth - 1, 0)
+    return deepest
 
 
 def _decode_block(block: str) -> object:
