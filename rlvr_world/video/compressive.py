@@ -28,7 +28,7 @@ from typing import Any, Self
 import numpy as np
 import torch
 from numpy.typing import NDArray
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import Field, field_validator, model_validator
 from torch import nn
 from torch.nn import functional
 
@@ -38,10 +38,10 @@ from rlvr_world.video.fsq import FSQ, check_levels
 from rlvr_world.video.module_folder import save_module_folder
 from rlvr_world.video.tokenizer import (
     DEFAULT_BATCH_SIZE,
+    FrameCodecShape,
     check_images,
     check_token_array,
     check_token_tensor,
-    image_hw,
     load_weights,
     module_device,
     read_config,
@@ -55,12 +55,9 @@ MIN_CLIP_FRAMES = 2
 DYNAMICS_TOKENS_NDIM = 3
 
 
-class CompressiveConfig(BaseModel):
+class CompressiveConfig(FrameCodecShape):
     """Shape of a ``CompressiveTokenizer`` (defaults: 64x64 frames, 256 + 16 tokens)."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    image_size: int | tuple[int, int] = Field(default=64, description="side, or (height, width)")
     context_channels: tuple[int, ...] = Field(default=(32, 64), description="context stages")
     context_downsample: int = Field(default=4, ge=1, description="power of two")
     context_levels: tuple[int, ...] = Field(default=(8, 5, 5, 5), description="context FSQ")
@@ -68,8 +65,6 @@ class CompressiveConfig(BaseModel):
     dynamics_downsample: int = Field(default=4, ge=1, description="power of two, before patch")
     patch: int = Field(default=4, ge=1, le=16, description="patchify factor of dynamics features")
     dynamics_levels: tuple[int, ...] = Field(default=(8, 5, 5, 5), description="dynamics FSQ")
-    res_blocks: int = Field(default=1, ge=1, le=8, description="residual blocks per stage")
-    norm_groups: int = Field(default=8, ge=1, description="GroupNorm groups")
 
     @field_validator("context_levels", "dynamics_levels")
     @classmethod
@@ -92,11 +87,6 @@ class CompressiveConfig(BaseModel):
                     f"= {self.dynamics_downsample * self.patch}"
                 )
         return self
-
-    @property
-    def hw(self) -> tuple[int, int]:
-        """``image_size`` as (height, width) in pixels."""
-        return image_hw(self.image_size)
 
 
 class CompressiveTokenizer(nn.Module):

@@ -60,6 +60,7 @@ from rlvr_world.rewards.checks import check_pixel_dtype
 from rlvr_world.rewards.types import InvalidInput, RewardResult, Status, failed
 from rlvr_world.shapes import FRAME_NDIM, FRAMES_NDIM, RGB_CHANNELS
 from rlvr_world.video import module_folder
+from rlvr_world.video.actions import FrameSkip
 
 logger = logging.getLogger(__name__)
 
@@ -91,7 +92,7 @@ class IdmConfig(BaseModel):
     action_form: Literal["absolute", "agent_relative"] = Field(
         description="PushT: target positions, or moves relative to the agent at the step's start"
     )
-    frame_skip: int = Field(ge=1, le=64, description="simulator steps per model step")
+    frame_skip: FrameSkip
     channels: tuple[int, ...] = Field(
         default=(32, 64, 96, 128), min_length=1, max_length=6, description="channels per stage"
     )

@@ -48,27 +48,38 @@ from rlvr_world.video.module_folder import (
 DEFAULT_BATCH_SIZE = 64
 
 
-class TokenizerConfig(BaseModel):
-    """Shape of a ``FrameTokenizer``; the default is a small 64x64 one (64 tokens, 1000 codes).
-
-    The CPU demo (``configs/video/pusht_tiny.yaml``) uses ``downsample=4`` and two stages
-    (256 tokens): at 8x8 tokens the moving PushT objects do not survive a CPU training budget.
-    """
+class FrameCodecShape(BaseModel):
+    """What both frame tokenizers' shapes share (``TokenizerConfig``, the compressive one's
+    ``CompressiveConfig``): the frame size and the CNN stages' residual blocks and norm groups."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     image_size: int | tuple[int, int] = Field(
         default=64, description="frame side, or (height, width)"
     )
+    res_blocks: int = Field(default=1, ge=1, le=8, description="residual blocks per stage")
+    norm_groups: int = Field(default=8, ge=1, description="GroupNorm groups (channels must divide)")
+
+    @property
+    def hw(self) -> tuple[int, int]:
+        """``image_size`` as (height, width) in pixels."""
+        return image_hw(self.image_size)
+
+
+class TokenizerConfig(FrameCodecShape):
+    """Shape of a ``FrameTokenizer``; the default is a small 64x64 one (64 tokens, 1000 codes).
+
+    The CPU demo (``configs/video/pusht_tiny.yaml``) uses ``downsample=4`` and two stages
+    (256 tokens): at 8x8 tokens the moving PushT objects do not survive a CPU training budget.
+    """
+
     channels: tuple[int, ...] = Field(default=(32, 64, 128), description="channels of each stage")
     downsample: int = Field(
         default=8, ge=1, description="power of two; tokens per side = size / this"
     )
-    res_blocks: int = Field(default=1, ge=1, le=8, description="residual blocks per stage")
     levels: tuple[int, ...] = Field(
         default=(8, 5, 5, 5), description="FSQ levels; codes = their product"
     )
-    norm_groups: int = Field(default=8, ge=1, description="GroupNorm groups (channels must divide)")
     input_patch: int = Field(
         default=2, ge=1, description="pixel-unshuffle factor before the CNN (power of two)"
     )
@@ -91,11 +102,6 @@ class TokenizerConfig(BaseModel):
                     f"downsample {self.downsample}"
                 )
         return self
-
-    @property
-    def hw(self) -> tuple[int, int]:
-        """Frame (height, width)."""
-        return image_hw(self.image_size)
 
 
 def image_hw(size: int | tuple[int, int]) -> tuple[int, int]:
