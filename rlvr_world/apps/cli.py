@@ -20,7 +20,7 @@ import argparse
 import logging
 import sys
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING
 
 from rlvr_world import __version__
 from rlvr_world.apps.collect.cli import add_collect_parser
@@ -32,21 +32,23 @@ from rlvr_world.apps.commands import (
 )
 from rlvr_world.apps.healthcheck import add_healthcheck_parser
 from rlvr_world.apps.model import add_model_parser
+from rlvr_world.apps.subcommand import Handler, add_command, add_group
 from rlvr_world.apps.video.idm import add_video_parser
-from services.decoder.cli import add_serve_decoder_parser
-from services.reward.cli import add_serve_reward_parser
-from services.rollout.cli import add_serve_rollout_parser
+from services.decoder.cli import COMMAND as DECODER
+from services.reward.cli import COMMAND as REWARD
+from services.rollout.cli import COMMAND as ROLLOUT
 from trainer.cli import add_train_parser
 
-Handler = Callable[[argparse.Namespace], int]
+if TYPE_CHECKING:
+    from rlvr_world.scaffold.cli import Subparsers
 
 #: Functions adding the subcommands owned by other modules, in ``--help`` order. Those modules
 #: import only argparse at the top and keep their heavy imports inside their run functions, so
 #: building the parser stays cheap.
-_SUBCOMMANDS: tuple[Callable[[Any], argparse.ArgumentParser], ...] = (
-    add_serve_reward_parser,
-    add_serve_rollout_parser,
-    add_serve_decoder_parser,
+_SUBCOMMANDS: tuple[Callable[[Subparsers], object], ...] = (
+    REWARD.add_parser,
+    ROLLOUT.add_parser,
+    DECODER.add_parser,
     add_train_parser,
     add_healthcheck_parser,
     add_run_parser,
@@ -59,11 +61,11 @@ _SUBCOMMANDS: tuple[Callable[[Any], argparse.ArgumentParser], ...] = (
 )
 
 
-def _add_reward_parser(sub: Any) -> None:
-    reward = sub.add_parser("reward", help="reward scoring")
-    reward_sub = reward.add_subparsers(dest="reward_command", required=True)
-    score = reward_sub.add_parser(
+def _add_reward_parser(sub: Subparsers) -> None:
+    score = add_command(
+        add_group(sub, "reward", help="reward scoring"),
         "score",
+        _run_reward_score,
         help="score a JSON Lines file of verl-style requests",
         description=(
             "Each input line: {data_source, solution_str, ground_truth, extra_info, "
@@ -91,7 +93,6 @@ def _add_reward_parser(sub: Any) -> None:
         action="store_true",
         help="continue an output file a stopped run left: skip the lines it holds, append",
     )
-    score.set_defaults(handler=_run_reward_score)
 
 
 def _run_reward_score(args: argparse.Namespace) -> int:
@@ -108,6 +109,7 @@ def _run_reward_score(args: argparse.Namespace) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    """The ``rlvr-world`` parser with every subcommand; each sets ``args.handler``."""
     parser = argparse.ArgumentParser(
         prog="rlvr-world",
         description="Post-train world models with RL from verifiable rewards.",
@@ -124,6 +126,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """``rlvr-world``: parse ``argv`` (default ``sys.argv``), log at ``--log-level`` and run the
+    subcommand's handler; its exit status."""
     parser = build_parser()
     args = parser.parse_args(argv)
     logging.basicConfig(

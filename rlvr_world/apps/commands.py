@@ -1,51 +1,58 @@
 """``rlvr-world run CONFIG [--set section.field=value ...]``: the one-command pipeline.
 
 Only argparse at import time; the pipeline (torch, grpc, redis) loads in ``run_run``.
-``rlvr_world.apps.cli`` registers ``add_run_parser``; ``python -m rlvr_world.apps.commands``
-works too.
+``rlvr_world.apps.cli`` registers ``add_run_parser`` (and ``pool``, ``orchestrate``,
+``train-run``); ``python -m rlvr_world.apps.commands`` works too.
 """
 
 from __future__ import annotations
 
 import argparse
-import importlib
 import json
 import logging
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rlvr_world.apps.run.configfile import add_config_arguments
+from rlvr_world.apps.subcommand import add_command, lazy
+from rlvr_world.scaffold.cli import resolve
+
+if TYPE_CHECKING:
+    from rlvr_world.scaffold.cli import Subparsers
 
 
-def _configure(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
+def _add_run_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
     add_config_arguments(
         parser,
         "pipeline YAML (configs/pipeline/*.yaml; task: video runs configs/video/*.yaml, "
         "the analyses configs/experiments/*.yaml)",
         "override a field, e.g. --set rl.steps=4 (value parsed as JSON, else a string)",
     )
-    parser.set_defaults(handler=run_run)
     return parser
 
 
-def add_run_parser(sub: Any) -> argparse.ArgumentParser:
+def add_run_parser(sub: Subparsers) -> argparse.ArgumentParser:
     """Register ``run`` on the ``rlvr-world`` subcommands."""
-    parser: argparse.ArgumentParser = sub.add_parser(
+    parser = add_command(
+        sub,
         "run",
+        run_run,
         help="run the whole pipeline: services, SFT, held-out eval, GRPO, eval, report",
         description="Starts embedded Redis and the services on loopback, runs SFT (if "
         "configured), evaluates, trains with GRPO through the orchestrator, evaluates again and "
         "writes a run directory with report.md.",
     )
-    return _configure(parser)
+    return _add_run_arguments(parser)
 
 
-def add_pool_parser(sub: Any) -> argparse.ArgumentParser:
+def add_pool_parser(sub: Subparsers) -> argparse.ArgumentParser:
     """Register ``pool`` on the ``rlvr-world`` subcommands."""
-    parser: argparse.ArgumentParser = sub.add_parser(
+    parser = add_command(
+        sub,
         "pool",
+        run_pool,
         help="one headline over several seeds of a language or video run (paired bootstrap "
         "over items)",
         description="Reads each run directory's summary.json and eval_{start,control,rlvr}.jsonl "
@@ -59,7 +66,6 @@ def add_pool_parser(sub: Any) -> argparse.ArgumentParser:
     )
     parser.add_argument("runs", type=Path, nargs="+", help="run directories (at least 2)")
     parser.add_argument("--out", type=Path, default=None, help="write the pooled JSON here")
-    parser.set_defaults(handler=run_pool)
     return parser
 
 
@@ -75,6 +81,8 @@ def pool_any(run_dirs: Sequence[Path]) -> dict[str, Any]:
 
 
 def run_pool(args: argparse.Namespace) -> int:
+    """``rlvr-world pool RUN...``: print the pooled headline (``--out``: write it as JSON); 0, or
+    2 with the reason when the runs cannot be pooled."""
     from rlvr_world.stats import PoolError
 
     try:
@@ -154,6 +162,8 @@ def _reading_lines(reading: dict[str, Any] | None) -> list[str]:
 
 
 def run_run(args: argparse.Namespace) -> int:
+    """``rlvr-world run CONFIG``: run the config's task until done (SIGTERM / SIGHUP stop it
+    cleanly); the runner's exit status, or 2 with the reason when refused at the start."""
     from rlvr_world.apps.supervisor import exits_on_termination
     from rlvr_world.devices import DeviceUnavailable
 
@@ -179,8 +189,7 @@ def _run_task(args: argparse.Namespace) -> int:
         overrides = parse_overrides(args.overrides)
         task = str(read_config_mapping(args.config).get("task") or "text_game")
         loader = CONFIG_LOADERS.get(task, CONFIG_LOADERS["text_game"])
-        module, _, name = loader.partition(":")
-        getattr(importlib.import_module(module), name)(args.config, overrides)
+        resolve(loader)(args.config, overrides)
     except ValidationError as exc:
         print(
             f"rlvr-world run: error: {args.config}: {describe_validation_error(exc)}",
@@ -298,16 +307,12 @@ def run_web_mpc_task(path: Path, task: str, overrides: dict[str, Any]) -> int:
     return 0
 
 
-def _orchestrate(args: argparse.Namespace) -> int:
-    from rlvr_world.apps.pipeline.orchestrate import run_orchestrate
-
-    return run_orchestrate(args)
-
-
-def add_orchestrate_parser(sub: Any) -> argparse.ArgumentParser:
+def add_orchestrate_parser(sub: Subparsers) -> argparse.ArgumentParser:
     """Register ``orchestrate`` on the ``rlvr-world`` subcommands."""
-    parser: argparse.ArgumentParser = sub.add_parser(
+    parser = add_command(
+        sub,
         "orchestrate",
+        lazy("rlvr_world.apps.pipeline.orchestrate:run_orchestrate"),
         help="feed a language run's GRPO through running services (compose, Kubernetes)",
         description="The deployable half of rlvr-world run: against running reward, decoder "
         "and rollout services, Redis and a trainer, evaluate the start, feed the config's train "
@@ -329,20 +334,15 @@ def add_orchestrate_parser(sub: Any) -> argparse.ArgumentParser:
     parser.add_argument(
         "--metrics-port", type=int, default=None, help="serve /metrics here (Prometheus)"
     )
-    parser.set_defaults(handler=_orchestrate)
     return parser
 
 
-def _train_run(args: argparse.Namespace) -> int:
-    from rlvr_world.apps.pipeline.orchestrate import run_train_run
-
-    return run_train_run(args)
-
-
-def add_train_run_parser(sub: Any) -> argparse.ArgumentParser:
+def add_train_run_parser(sub: Subparsers) -> argparse.ArgumentParser:
     """Register ``train-run`` on the ``rlvr-world`` subcommands."""
-    parser: argparse.ArgumentParser = sub.add_parser(
+    parser = add_command(
+        sub,
         "train-run",
+        lazy("rlvr_world.apps.pipeline.orchestrate:run_train_run"),
         help="the GRPO trainer of a language run's config (a deployment's trainer)",
         description="Writes the trainer config rlvr-world run would write for CONFIG's rl "
         "section (the model from --model, checkpoints in --run-dir, Redis from RLVR_REDIS_URL) "
@@ -363,7 +363,6 @@ def add_train_run_parser(sub: Any) -> argparse.ArgumentParser:
     parser.add_argument(
         "--metrics-port", type=int, default=None, help="serve /metrics here (Prometheus)"
     )
-    parser.set_defaults(handler=_train_run)
     return parser
 
 
@@ -390,12 +389,13 @@ RUNNERS: dict[str, Callable[[Path, str, dict[str, Any]], int]] = {
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = _configure(argparse.ArgumentParser(prog="python -m rlvr_world.apps.commands"))
+    """``python -m rlvr_world.apps.commands CONFIG``: ``rlvr-world run`` logging at INFO."""
+    parser = _add_run_arguments(argparse.ArgumentParser(prog="python -m rlvr_world.apps.commands"))
     args = parser.parse_args(argv)
     logging.basicConfig(
         level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
-    return int(args.handler(args))
+    return run_run(args)
 
 
 if __name__ == "__main__":

@@ -18,7 +18,12 @@ import sys
 import urllib.error
 import urllib.request
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING
+
+from rlvr_world.apps.subcommand import add_command
+
+if TYPE_CHECKING:
+    from rlvr_world.scaffold.cli import Subparsers
 
 #: The HTTP statuses that mean healthy: 2xx.
 HTTP_SUCCESS = range(200, 300)
@@ -57,6 +62,8 @@ def check_http(url: str, timeout_s: float = 3.0) -> str | None:
 
 
 def configure_parser(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
+    """Add the probes (``grpc HOST:PORT``, ``http URL``) and their options to ``parser``;
+    returns it."""
     probes = parser.add_subparsers(dest="probe", required=True)
     grpc_p = probes.add_parser("grpc", help="grpc.health.v1 Check must answer SERVING")
     grpc_p.add_argument("address", help="HOST:PORT")
@@ -65,14 +72,15 @@ def configure_parser(parser: argparse.ArgumentParser) -> argparse.ArgumentParser
     http_p.add_argument("url")
     for p in (grpc_p, http_p):
         p.add_argument("--timeout-s", type=float, default=3.0, help="probe timeout (default 3)")
-    parser.set_defaults(handler=run_healthcheck)
     return parser
 
 
-def add_healthcheck_parser(sub: Any) -> argparse.ArgumentParser:
+def add_healthcheck_parser(sub: Subparsers) -> argparse.ArgumentParser:
     """Add ``healthcheck`` to the ``rlvr-world`` subcommands (handler: ``run_healthcheck``)."""
-    parser: argparse.ArgumentParser = sub.add_parser(
+    parser = add_command(
+        sub,
         "healthcheck",
+        run_healthcheck,
         help="probe a service's health endpoint (exit 0: healthy)",
         description="Container health probe: gRPC health SERVING, or HTTP 2xx.",
     )
@@ -80,6 +88,7 @@ def add_healthcheck_parser(sub: Any) -> argparse.ArgumentParser:
 
 
 def run_healthcheck(args: argparse.Namespace) -> int:
+    """Run the probe ``args`` name: 0 when healthy, else 1 with the reason on stderr."""
     if args.probe == "grpc":
         problem = check_grpc(args.address, args.service, args.timeout_s)
     else:
@@ -91,6 +100,7 @@ def run_healthcheck(args: argparse.Namespace) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """``python -m rlvr_world.apps.healthcheck``: parse ``argv`` and probe; the exit status."""
     parser = configure_parser(argparse.ArgumentParser(prog="python -m rlvr_world.apps.healthcheck"))
     args = parser.parse_args(argv)
     return run_healthcheck(args)

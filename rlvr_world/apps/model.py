@@ -39,9 +39,13 @@ import sys
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from rlvr_world.apps.run.configfile import add_config_arguments
+from rlvr_world.apps.subcommand import add_command, add_group
+
+if TYPE_CHECKING:
+    from rlvr_world.scaffold.cli import Subparsers
 
 logger = logging.getLogger(__name__)
 
@@ -244,14 +248,16 @@ def import_gguf(
 # ------------------------------------------------------------------ command line
 
 
-def add_model_parser(sub: Any) -> argparse.ArgumentParser:
-    """Register ``model`` (with ``import-gguf``) on an ``argparse`` subparsers object."""
-    model: argparse.ArgumentParser = sub.add_parser(
-        "model", help="prepare model folders (import a GGUF checkpoint, a run's start model)"
+def add_model_parser(sub: Subparsers) -> None:
+    """Register ``model`` (with ``import-gguf`` and ``start``) on the ``rlvr-world``
+    subcommands."""
+    model_sub = add_group(
+        sub, "model", help="prepare model folders (import a GGUF checkpoint, a run's start model)"
     )
-    model_sub = model.add_subparsers(dest="model_command", required=True)
-    imp = model_sub.add_parser(
+    imp = add_command(
+        model_sub,
         "import-gguf",
+        run_import_gguf,
         help="write a GGUF file as a Hugging Face folder (config, safetensors, tokenizer)",
         description="Dequantize a GGUF checkpoint with transformers and write it as a Hugging "
         "Face model folder that every loader of the project reads (model.path). SRC: a .gguf "
@@ -269,9 +275,10 @@ def add_model_parser(sub: Any) -> argparse.ArgumentParser:
     imp.add_argument(
         "--force", action="store_true", help="replace OUT when it exists and is not empty"
     )
-    imp.set_defaults(handler=run_import_gguf)
-    start = model_sub.add_parser(
+    start = add_command(
+        model_sub,
         "start",
+        run_start_model,
         help="write a language run's start model (its tiny model, SFT as configured) as a folder",
         description="The model `rlvr-world run CONFIG` starts GRPO from (the config's items, "
         "tiny model or model.path, and SFT), written with its tokenizer to OUT: the models/policy "
@@ -286,8 +293,6 @@ def add_model_parser(sub: Any) -> argparse.ArgumentParser:
     start.add_argument(
         "--force", action="store_true", help="replace OUT when it exists and is not empty"
     )
-    start.set_defaults(handler=run_start_model)
-    return model
 
 
 def run_start_model(args: argparse.Namespace) -> int:

@@ -34,8 +34,9 @@ Subparsers: TypeAlias = "argparse._SubParsersAction[argparse.ArgumentParser]"
 S = TypeVar("S", bound="ServiceSettings")
 
 
-def _resolve(spec: str) -> object:
-    """The object ``"module:name"`` names (the module imported now)."""
+def resolve(spec: str) -> Any:
+    """The object ``"module:name"`` names (the module imported now): the services' settings
+    and serve functions here, the ``rlvr-world`` commands' lazy handlers (``apps.subcommand``)."""
     module, _, name = spec.partition(":")
     return getattr(importlib.import_module(module), name)
 
@@ -117,7 +118,7 @@ class ServiceCommand(Generic[S]):
     def settings_from_args(self, args: argparse.Namespace) -> S:
         """The settings from the environment, overridden by the options given in ``args``; a
         bad value raises pydantic's ``ValidationError`` naming the field."""
-        settings_class = cast("type[S]", _resolve(self.settings))
+        settings_class = cast("type[S]", resolve(self.settings))
         return settings_class(**given_options(args, [dest for _, dest, _, _ in self.all_options]))
 
     def run(self, args: argparse.Namespace) -> int:
@@ -126,7 +127,7 @@ class ServiceCommand(Generic[S]):
         from rlvr_world.scaffold.settings import StartRefused
 
         try:
-            serve = cast("Callable[[S], Coroutine[Any, Any, None]]", _resolve(self.serve))
+            serve = cast("Callable[[S], Coroutine[Any, Any, None]]", resolve(self.serve))
             asyncio.run(serve(self.settings_from_args(args)))
         except StartRefused as exc:
             logging.getLogger(__name__).error("%s service not started: %s", self.name, exc)

@@ -34,5 +34,4 @@ COMMAND: ServiceCommand[DecoderSettings] = ServiceCommand(
     settings="services.decoder.settings:DecoderSettings",
     serve="services.decoder.server:serve",
 )
-add_serve_decoder_parser = COMMAND.add_parser
 main = COMMAND.main

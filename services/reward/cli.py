@@ -53,5 +53,4 @@ COMMAND: ServiceCommand[RewardSettings] = ServiceCommand(
     settings="services.reward.settings:RewardSettings",
     serve="services.reward.server:serve",
 )
-add_serve_reward_parser = COMMAND.add_parser
 main = COMMAND.main

@@ -49,5 +49,4 @@ COMMAND: ServiceCommand[RolloutSettings] = ServiceCommand(
     settings="services.rollout.settings:RolloutSettings",
     serve="services.rollout.server:serve",
 )
-add_serve_rollout_parser = COMMAND.add_parser
 main = COMMAND.main

@@ -10,7 +10,12 @@ import json
 import logging
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
+
+from rlvr_world.apps.subcommand import add_command, add_group
+
+if TYPE_CHECKING:
+    from rlvr_world.scaffold.cli import Subparsers
 
 logger = logging.getLogger(__name__)
 
@@ -21,14 +26,13 @@ def _csv(value: str) -> tuple[str, ...]:
     return tuple(part.strip() for part in value.split(",") if part.strip())
 
 
-def add_collect_parser(sub: Any) -> argparse.ArgumentParser:
-    """Add ``collect`` with its ``web`` subcommand to the ``rlvr-world`` parser; returns it."""
-    collect: argparse.ArgumentParser = sub.add_parser(
-        "collect", help="record world-model data from real environments"
-    )
-    kinds = collect.add_subparsers(dest="collect_command", required=True)
-    web = kinds.add_parser(
+def add_collect_parser(sub: Subparsers) -> None:
+    """Add ``collect`` with its ``web`` subcommand to the ``rlvr-world`` subcommands."""
+    kinds = add_group(sub, "collect", help="record world-model data from real environments")
+    web = add_command(
+        kinds,
         "web",
+        _run_collect_web,
         help="record MiniWoB++ transitions in headless Chromium",
         description=(
             "Drive MiniWoB++ task pages (from the miniwob package) in Debian's headless "
@@ -82,8 +86,6 @@ def add_collect_parser(sub: Any) -> argparse.ArgumentParser:
     web.add_argument(
         "--max-settle-ms", type=int, default=5000, help="longest wait for a page to settle"
     )
-    web.set_defaults(handler=_run_collect_web)
-    return collect
 
 
 def _run_collect_web(args: argparse.Namespace) -> int:

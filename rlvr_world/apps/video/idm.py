@@ -14,7 +14,12 @@ import json
 import logging
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+from rlvr_world.apps.subcommand import add_command, add_group
+
+if TYPE_CHECKING:
+    from rlvr_world.scaffold.cli import Subparsers
 
 logger = logging.getLogger(__name__)
 
@@ -34,12 +39,13 @@ RECORDING_DEFAULTS: dict[str, Any] = {
 }
 
 
-def add_video_parser(sub: Any) -> argparse.ArgumentParser:
-    """Add ``video`` with its ``train-idm`` subcommand to the ``rlvr-world`` parser."""
-    video: argparse.ArgumentParser = sub.add_parser("video", help="video world-model tools")
-    kinds = video.add_subparsers(dest="video_command", required=True)
-    p = kinds.add_parser(
+def add_video_parser(sub: Subparsers) -> None:
+    """Add ``video`` with its ``train-idm`` subcommand to the ``rlvr-world`` subcommands."""
+    kinds = add_group(sub, "video", help="video world-model tools")
+    p = add_command(
+        kinds,
         "train-idm",
+        _run_train_idm,
         help="train an inverse-dynamics model on PushT data and report its ceiling",
         description=(
             "Train an inverse-dynamics model (previous frame, next frame -> the world model's "
@@ -82,8 +88,6 @@ def add_video_parser(sub: Any) -> argparse.ArgumentParser:
     p.add_argument("--time-limit-s", type=float, default=None, help="stop training after this long")
     p.add_argument("--device", default="auto", help="auto, cpu, cuda or cuda:N (auto)")
     p.add_argument("--torch-threads", type=int, default=1, help="torch CPU threads (1)")
-    p.set_defaults(handler=_run_train_idm)
-    return video
 
 
 def _check_args(args: argparse.Namespace) -> None:
