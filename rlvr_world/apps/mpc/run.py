@@ -105,18 +105,7 @@ def _write(run_dir: Path, summary: dict[str, Any], report: str) -> None:
 
 def _settings(cfg: MpcConfig, space: ActionSpace) -> EpisodeSettings:
     p = cfg.planner
-    pcfg = PlannerConfig(
-        kind=p.kind,
-        candidates=p.candidates,
-        horizon=p.horizon,
-        iterations=p.iterations,
-        elites=p.elites,
-        init_std=p.init_std,
-        min_std=p.min_std,
-        temperature=p.temperature,
-        low=space.low,
-        high=space.high,
-    )
+    pcfg = p.to(PlannerConfig, low=space.low, high=space.high)
     return EpisodeSettings(
         pcfg, p.execute, p.replans, cfg.success.position, cfg.success.angle, cfg.run.seed, space
     )
@@ -277,10 +266,7 @@ def run_policy_eval(cfg: PolicyEvalConfig, config_path: str) -> dict[str, Any]:
 
     t0 = time.perf_counter()
     e, r = cfg.eval, cfg.run
-    policies = [
-        PolicyDef(p.name, p.kind, p.noise, p.towards_goal_p, p.keep_direction_p)
-        for p in cfg.policies
-    ]
+    policies = [p.to(PolicyDef) for p in cfg.policies]
     models = load_models(cfg.models)
     faults = {k: str(v) for k, v in models.items() if isinstance(v, ModelUnavailable)}
     space = run_space(models, cfg.models)

@@ -289,13 +289,7 @@ async def _run_all(cfg: WebMpcConfig, out: Path) -> None:
     unknown = [t for t in cfg.tasks.names if t not in known]
     if unknown:
         raise ValueError(f"tasks.names: unknown MiniWoB++ tasks {unknown} under {html_root}")
-    b = cfg.browser
-    settings = BrowserSettings(
-        executable=b.executable,
-        step_ms=b.step_ms,
-        settle_s=b.settle_s,
-        call_timeout_s=b.call_timeout_s,
-    )
+    settings = cfg.browser.to(BrowserSettings)
     if not settings.executable.is_file():
         raise FileNotFoundError(f"Chromium not found at {settings.executable}: make chromium-setup")
     kept = read_episodes(out / EPISODES)

@@ -9,6 +9,7 @@ report. Nothing here starts a process.
 
 from __future__ import annotations
 
+from dataclasses import asdict
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -42,15 +43,9 @@ def run_sft_phase(
     name = out.name
     train, heldout = items
     budget.setdefault("max_length", task_of(cfg).sft_max_length(cfg))
-    sft_cfg = SftConfig(
-        epochs=budget.pop("epochs", s.epochs),
-        lr=budget.pop("lr", s.lr),
-        batch_size=s.batch_size,
-        torch_threads=s.torch_threads,
-        share_prompts=s.share_prompts,
-        group_rows=s.group_rows,
+    sft_cfg = s.to(
+        SftConfig,
         seed=cfg.run.seed,
-        schedule=budget.pop("schedule", s.schedule),
         device=placement.device,
         precision=placement.precision,
         **budget,
@@ -69,14 +64,5 @@ def run_sft_phase(
         on_epoch=on_epoch,
         heldout=[(i.prompt, i.target) for i in heldout],
     )
-    log.write(
-        name,
-        steps=result.steps,
-        seconds=result.seconds,
-        losses=result.losses,
-        heldout_losses=result.heldout_losses,
-        heldout_left_out=result.heldout_left_out,
-        device=result.device,
-        precision=result.precision,
-    )
+    log.write(name, **{k: v for k, v in asdict(result).items() if k != "path"})
     return result, epochs

@@ -41,9 +41,15 @@ from rlvr_world.apps.orchestrator.config import OrchestratorConfig
 from rlvr_world.apps.orchestrator.ledger import Ledger
 from rlvr_world.apps.orchestrator.metrics import OrchestratorMetrics
 from rlvr_world.apps.orchestrator.worker import Orchestrator, RunStats
+from rlvr_world.apps.run.configfile import section_to
 from rlvr_world.apps.run.stack import Addresses
 from rlvr_world.apps.supervisor import POLL_S, ProcessFailed, ProcessSpec, Supervisor
-from rlvr_world.grpo.settings import DEFAULT_MAX_STALENESS, GrpoObjective, MaxStaleness
+from rlvr_world.grpo.settings import (
+    DEFAULT_MAX_STALENESS,
+    GroupSize,
+    GrpoObjective,
+    MaxStaleness,
+)
 from rlvr_world.items import PromptItem
 from rlvr_world.queue.server import RedisHandle
 from rlvr_world.queue.stream import Producer, QueueMetrics, StreamNames
@@ -61,7 +67,7 @@ class RlSection(GrpoObjective):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    group_size: int = Field(default=4, ge=2, le=1024, description="samples per prompt (G)")
+    group_size: GroupSize = 4
     steps: int = Field(default=12, ge=1, le=1_000_000, description="trainer optimizer steps")
     groups_per_step: int = Field(default=4, ge=1, le=100_000, description="groups per step")
     micro_batch_size: int = Field(default=8, ge=1, le=100_000, description="samples per backward")
@@ -134,16 +140,11 @@ def trainer_config(  # noqa: PLR0913 (the trainer YAML's run-specific fields, on
 
 def orchestrator_config(rl: RlSection, *, seed: int, **task: Any) -> OrchestratorConfig:
     """The orchestrator's settings: the shared ones from ``rl``, the task's own as keywords
-    (``max_tokens``, ``variant``, ``allowed_tokens``, ``video_weights``, ...)."""
-    return OrchestratorConfig(
-        group_size=rl.group_size,
-        temperature=rl.temperature,
-        max_inflight=rl.max_inflight,
-        max_staleness=rl.max_staleness,
-        drain_s=rl.drain_s,
-        seed=seed,
-        **task,
-    )
+    (``max_tokens``, ``variant``, ``allowed_tokens``, ``video_weights``, ...). Only
+    ``RlSection``'s own fields are taken: a run type's section may add fields of the
+    orchestrator's names (``TextRl.max_tokens``, ``reward_type``) that its caller passes, as it
+    means them, in ``task``."""
+    return section_to(rl, OrchestratorConfig, RlSection.model_fields, seed=seed, **task)
 
 
 def requests_forever(items: Sequence[PromptItem], seed: int) -> Iterator[tuple[str, PromptItem]]:

@@ -79,14 +79,10 @@ def prepare_idm(cfg: VideoPipelineConfig, run_dir: Path) -> tuple[Path | None, d
             f"{cfg.data.episodes}; the run's split cannot be rebuilt"
         )
     recs = idm_train.read_recordings(paths, cfg.data.image_size)
-    settings = idm_train.TrainSettings(
-        steps=i.steps,
-        batch_size=i.batch_size,
-        lr=i.lr,
+    settings = i.to(
+        idm_train.TrainSettings,
         seed=cfg.run.seed,
         device=resolve_device(cfg.run.device, "run.device"),
-        every_offset=i.every_offset,
-        time_limit_s=i.time_limit_s,
     )
     out = run_dir / IDM_FOLDER
     source = {"kind": "run", "run_dir": str(run_dir)}

@@ -156,15 +156,7 @@ def tokenizer_dir(
     from rlvr_world.video.train_tokenizer import TrainSettings, train_compressive, train_tokenizer
 
     out = run_dir / "tokenizer"
-    settings = TrainSettings(
-        steps=t.steps,
-        batch_size=t.batch_size,
-        lr=t.lr,
-        perceptual_weight=t.perceptual_weight,
-        perceptual_frames=t.perceptual_frames,
-        foreground_weight=t.foreground_weight,
-        seed=cfg.run.seed,
-    )
+    settings = t.to(TrainSettings, seed=cfg.run.seed)
     if t.kind == "compressive":  # trained on the run's own multi-step clips (context + frames)
         from rlvr_world.apps.video.config import compressive_config
 
@@ -181,13 +173,7 @@ def tokenizer_dir(
             device=cfg.run.device,
         )
         return out, {k: float(v) for k, v in metrics.items() if isinstance(v, int | float)}
-    shape = TokenizerConfig(
-        image_size=cfg.data.image_size,
-        channels=t.channels,
-        downsample=t.downsample,
-        levels=t.levels,
-        input_patch=t.input_patch,
-    )
+    shape = t.to(TokenizerConfig, image_size=cfg.data.image_size)
     metrics = train_tokenizer(
         np.concatenate([e.frames for e in train]),
         shape,
