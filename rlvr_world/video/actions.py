@@ -67,13 +67,21 @@ class ActionQuantizer:
             raise ValueError("actions: contains NaN or inf")
         return cls(np.stack([arr.min(axis=0), arr.max(axis=0)], axis=1), bins=bins)
 
+    def _last_axis(
+        self, values: npt.ArrayLike, name: str, kinds: str, what: str
+    ) -> npt.NDArray[Any]:
+        """``values`` as an array of dtype kind in ``kinds`` and shape (..., D); ``ValueError``
+        naming ``name`` otherwise (``what``: the kind in words, "a numeric")."""
+        arr = np.asarray(values)
+        if arr.dtype.kind not in kinds:
+            raise ValueError(f"{name}: expected {what} array, got dtype {arr.dtype}")
+        if arr.ndim == 0 or arr.shape[-1] != self.dims:
+            raise ValueError(f"{name}: expected shape (..., {self.dims}), got {arr.shape}")
+        return arr
+
     def tokens(self, actions: npt.ArrayLike) -> npt.NDArray[np.int64]:
         """Bins (no vocabulary offset) of ``actions`` with shape (..., D); same leading shape."""
-        arr = np.asarray(actions)
-        if arr.dtype.kind not in "fiu":
-            raise ValueError(f"actions: expected a numeric array, got dtype {arr.dtype}")
-        if arr.ndim == 0 or arr.shape[-1] != self.dims:
-            raise ValueError(f"actions: expected shape (..., {self.dims}), got {arr.shape}")
+        arr = self._last_axis(actions, "actions", "fiu", "a numeric")
         a = arr.astype(np.float32)
         if not np.isfinite(a).all():
             raise ValueError("actions: contains NaN or inf")
@@ -85,11 +93,7 @@ class ActionQuantizer:
 
     def centers(self, tokens: npt.ArrayLike) -> npt.NDArray[np.float64]:
         """The action at the centre of each bin (an approximate inverse of :meth:`tokens`)."""
-        tok = np.asarray(tokens)
-        if tok.dtype.kind not in "iu":
-            raise ValueError(f"tokens: expected an integer array, got dtype {tok.dtype}")
-        if tok.ndim == 0 or tok.shape[-1] != self.dims:
-            raise ValueError(f"tokens: expected shape (..., {self.dims}), got {tok.shape}")
+        tok = self._last_axis(tokens, "tokens", "iu", "an integer")
         if tok.size and (tok.min() < 0 or tok.max() >= self.bins):
             raise ValueError(
                 f"tokens: values must lie in [0, {self.bins}), got {tok.min()}..{tok.max()}"

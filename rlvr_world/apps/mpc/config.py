@@ -11,7 +11,7 @@ Every field has bounds; unknown fields are refused.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Literal, Self
+from typing import Any, ClassVar, Literal, Self
 
 from pydantic import Field, model_validator
 
@@ -20,14 +20,31 @@ from rlvr_world.devices import DeviceName, TorchThreads
 from rlvr_world.video.actions import FrameSkip
 from rlvr_world.video.anchor import AnchorDilate
 
+#: The planners of PushT MPC.
 PLANNERS = ("oracle", "random", "base", "rlvr")
 
 
-def check_planners(planners: tuple[str, ...], known: tuple[str, ...]) -> None:
-    """``ValueError`` unless ``run.planners`` is a non-empty subset of ``known``."""
-    unknown = sorted(set(planners) - set(known))
-    if unknown or not planners:
-        raise ValueError(f"run.planners: expected a subset of {known}, got {unknown}")
+class PlannerRun(Section):
+    """``run`` of a planning comparison (PushT MPC and policy evaluation here, web MPC in
+    ``web_config``): where it writes, its seed, the bootstrap, which planners run (a non-empty
+    subset of the class's ``KNOWN``) and ``summarize_only``."""
+
+    KNOWN: ClassVar[tuple[str, ...]] = PLANNERS
+
+    run_dir: Path = Field(description="where summary.json, report.md and episodes.jsonl go")
+    seed: int = Field(default=0, ge=0, description="the run's seed (the random planner's too)")
+    resamples: int = Field(default=10_000, ge=100, le=1_000_000, description="bootstrap")
+    planners: tuple[str, ...] = Field(default=PLANNERS, description="a subset of KNOWN")
+    summarize_only: bool = Field(
+        default=False, description="no planning: summarise run_dir/episodes.jsonl"
+    )
+
+    @model_validator(mode="after")
+    def _planners(self) -> Self:
+        unknown = sorted(set(self.planners) - set(self.KNOWN))
+        if unknown or not self.planners:
+            raise ValueError(f"run.planners: expected a subset of {self.KNOWN}, got {unknown}")
+        return self
 
 
 class ModelsSection(Section):
@@ -103,22 +120,10 @@ class SuccessSection(Section):
     angle: float = Field(default=0.3, gt=0.0, le=3.1416, description="radians")
 
 
-class RunSection(Section):
-    run_dir: Path = Field(description="where summary.json, report.md and the PNG go")
-    seed: int = Field(default=0, ge=0)
-    resamples: int = Field(default=10_000, ge=100, le=1_000_000, description="bootstrap")
-    planners: tuple[str, ...] = Field(
-        default=PLANNERS, description="subset of oracle/random/base/rlvr"
-    )
-    trajectory_planner: str = Field(default="rlvr", description="whose episode the PNG shows")
-    summarize_only: bool = Field(
-        default=False, description="mpc: no planning, summarise run_dir/episodes.jsonl"
-    )
+class RunSection(PlannerRun):
+    """``run`` of PushT MPC and policy evaluation (planners: oracle, random, base, rlvr)."""
 
-    @model_validator(mode="after")
-    def _planners(self) -> Self:
-        check_planners(self.planners, PLANNERS)
-        return self
+    trajectory_planner: str = Field(default="rlvr", description="whose episode the PNG shows")
 
 
 class MpcConfig(Section):

@@ -13,11 +13,11 @@ Every field has bounds; unknown fields are refused.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Literal, Self
+from typing import Any, ClassVar, Literal, Self
 
 from pydantic import Field, model_validator
 
-from rlvr_world.apps.mpc.config import check_planners
+from rlvr_world.apps.mpc.config import PlannerRun
 from rlvr_world.apps.run.configfile import Section, read_config
 from rlvr_world.devices import DeviceName, TorchThreads
 
@@ -63,17 +63,12 @@ class WebBrowserSection(Section):
     call_timeout_s: float = Field(default=30.0, gt=0.0, le=600.0)
 
 
-class WebRunSection(Section):
-    run_dir: Path
-    seed: int = Field(default=0, ge=0, description="the random planner's seed")
-    resamples: int = Field(default=10_000, ge=100, le=1_000_000, description="bootstrap")
-    planners: tuple[str, ...] = Field(default=WEB_PLANNERS)
-    summarize_only: bool = Field(default=False, description="summarise run_dir/episodes.jsonl")
+class WebRunSection(PlannerRun):
+    """``run`` of web MPC (planners: greedy, random, base, rlvr)."""
 
-    @model_validator(mode="after")
-    def _planners(self) -> Self:
-        check_planners(self.planners, WEB_PLANNERS)
-        return self
+    KNOWN: ClassVar[tuple[str, ...]] = WEB_PLANNERS
+
+    planners: tuple[str, ...] = Field(default=WEB_PLANNERS, description="a subset of KNOWN")
 
 
 class WebMpcConfig(Section):
