@@ -13,7 +13,7 @@ import logging
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from rlvr_world.apps.run.configfile import add_config_arguments
 from rlvr_world.apps.subcommand import add_command, lazy
@@ -189,7 +189,8 @@ def _run_task(args: argparse.Namespace) -> int:
         overrides = parse_overrides(args.overrides)
         task = str(read_config_mapping(args.config).get("task") or "text_game")
         loader = CONFIG_LOADERS.get(task, CONFIG_LOADERS["text_game"])
-        resolve(loader)(args.config, overrides)
+        load = cast("Callable[[Path, dict[str, Any]], object]", resolve(loader))
+        load(args.config, overrides)  # validates; the runner reads the config again
     except ValidationError as exc:
         print(
             f"rlvr-world run: error: {args.config}: {describe_validation_error(exc)}",

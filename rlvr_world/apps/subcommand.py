@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 from rlvr_world.scaffold.cli import resolve
 
@@ -42,7 +42,8 @@ def lazy(spec: str) -> Handler:
     command runs, and returns what it returns."""
 
     def handler(args: argparse.Namespace) -> int:
-        return int(resolve(spec)(args))
+        run = cast("Handler", resolve(spec))
+        return run(args)
 
     handler.__qualname__ = f"lazy({spec!r})"
     return handler

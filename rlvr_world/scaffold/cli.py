@@ -34,7 +34,7 @@ Subparsers: TypeAlias = "argparse._SubParsersAction[argparse.ArgumentParser]"
 S = TypeVar("S", bound="ServiceSettings")
 
 
-def resolve(spec: str) -> Any:
+def resolve(spec: str) -> object:
     """The object ``"module:name"`` names (the module imported now): the services' settings
     and serve functions here, the ``rlvr-world`` commands' lazy handlers (``apps.subcommand``)."""
     module, _, name = spec.partition(":")

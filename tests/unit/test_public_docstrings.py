@@ -25,8 +25,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGES = ("rlvr_world", "services", "trainer")
 EXCLUDED = ("rlvr_world/apps/", "rlvr_world/v1/")
-#: ``# type: ignore`` comments in the walked files on 2026-12-05 (47 before that day's cleanup).
-MAX_TYPE_IGNORES = 40
+#: ``# type: ignore`` comments in the walked files on 2026-12-05 (47 before that day's cleanup;
+#: 40, then 36 once the asyncio token interceptors shared one hook).
+MAX_TYPE_IGNORES = 36
 #: ``-> Any`` functions on 2026-12-05 (51 before): ``paper_parse`` (the reference's duck-typed
 #: JSON) and ``VllmEngine.sampling_params`` (vLLM is imported at run time, unseen by mypy).
 MAX_ANY_RETURNS = 2
