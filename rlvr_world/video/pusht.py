@@ -24,7 +24,7 @@ import logging
 import os
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -112,16 +112,10 @@ class PushTRecording:
         return Episode(self.frames, self.actions, f"pusht-sim:seed{self.seed}", states)
 
     def save(self, path: str | Path) -> None:
-        """Write every array to a compressed ``.npz`` at ``path``."""
-        np.savez_compressed(
-            path,
-            frames=self.frames,
-            actions=self.actions,
-            agent_pos=self.agent_pos,
-            block_pose=self.block_pose,
-            reward=self.reward,
-            success=self.success,
-        )
+        """Write every array field (all but ``seed``) to a compressed ``.npz`` at ``path``, under
+        its field name."""
+        arrays = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "seed"}
+        np.savez_compressed(path, **arrays)
 
 
 @dataclass
