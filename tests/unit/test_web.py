@@ -9,7 +9,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from rlvr_world.rewards.types import Status
-from rlvr_world.rewards.web import MAX_TEXT_CHARS, hungarian_matches, score_web
+from rlvr_world.rewards.web import (
+    MAX_TEXT_CHARS,
+    _similarities,
+    hungarian_matches,
+    item_similarity,
+    score_web,
+)
 from tests.helpers.shared import read_jsonl, shared_file
 
 TRUTH = (
@@ -196,6 +202,36 @@ def test_soft_item_f1_of_a_runaway_answer_stays_bounded() -> None:
         reward_type="soft_item_f1",
     )
     assert got.status is Status.OK and 0.0 < got.reward < 0.01
+
+
+def _token_f1_by_hand(a: str, b: str) -> float:
+    """Token F1 of two items, pair by pair with ``Counter``: what the matrix must equal."""
+    from collections import Counter
+
+    if a == b:
+        return 1.0
+    ta, tb = Counter(a.split()), Counter(b.split())
+    shared = sum((ta & tb).values())
+    return 0.0 if not shared else 2 * shared / (sum(ta.values()) + sum(tb.values()))
+
+
+_WORDS = st.sampled_from(["button", "link", "'OK'", "[3]", "[12]", "StaticText", "a", ""])
+_ITEMS = st.lists(st.lists(_WORDS, max_size=6).map(" ".join), max_size=8, unique=True)
+
+
+@settings(max_examples=300, deadline=None)
+@given(true_items=_ITEMS, pred_items=_ITEMS)
+def test_the_similarity_matrix_equals_the_pairwise_token_f1_exactly(
+    true_items: list[str], pred_items: list[str]
+) -> None:
+    """``soft_item_f1``'s matrix (one product per repeat count, no loop over pairs) is the token
+    F1 of every pair to the last bit: repeated tokens, empty items and identical items too."""
+    sim = _similarities(true_items, pred_items)
+    assert sim.shape == (len(true_items), len(pred_items))
+    for i, t in enumerate(true_items):
+        for j, q in enumerate(pred_items):
+            assert sim[i, j] == _token_f1_by_hand(t, q), (t, q)
+            assert item_similarity(t, q) == _token_f1_by_hand(t, q)
 
 
 @pytest.mark.parametrize("kind", ["binary", "task_specific", "F1"])
